@@ -1,7 +1,10 @@
 """Slots and KV accounting (the scheduler's block manager, in tokens rather than blocks).
 
-Each running request owns one slot and `kv_tokens` KV positions: its length between steps,
-and length + k_i while a step is planned (the positions the drafts write before rollback).
+Each running request owns one slot and `kv_tokens` KV positions. While a step is planned:
+length + k_i for a decode (the last token and k drafts are written before rollback), length
+for a prefill. After the step: length - 1, what the caches hold after rollback (the token just
+sampled is fed next step); this never exceeds the step's reservation, as a step emits at most
+k_i + 1 tokens.
 Invariant: free slots + running requests = max_slots; kv_used = sum of running kv_tokens.
 """
 

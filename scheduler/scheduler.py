@@ -161,7 +161,8 @@ class Scheduler:
 
     def _apply_aborts(self) -> tuple[list[RequestEvent], list[int]]:
         events, freed = [], []
-        for request_id, error in self._aborts.items():
+        aborts, self._aborts = self._aborts, {}
+        for request_id, error in aborts.items():
             request = self._live.get(request_id)
             if request is None:
                 continue
@@ -170,7 +171,6 @@ class Scheduler:
             events.append(_final_event(request))
             if slot is not None:
                 freed.append(slot)
-        self._aborts.clear()
         return events, freed
 
     def _plan_decodes(self) -> tuple[list[Decode], list[tuple[Request, int]]]:
@@ -254,7 +254,7 @@ class Scheduler:
         self.counters.emitted_tokens += len(outcome.token_ids)
         slot = None
         if outcome.reason is None:
-            self.resources.resize(request, request.num_tokens)
+            self.resources.resize(request, request.num_tokens - 1)  # cached after rollback
         else:
             slot = self._finish(request, RequestStatus.FINISHED, outcome.reason)
         event = RequestEvent(
