@@ -10,6 +10,15 @@ One step is `plan = schedule()`, the engine runs it, then `commit(StepResult)`. 
    budget allow, stopping at the first that does not fit (no overtaking within the queue), and
    admitting none in a step that preempted.
 commit() applies the stop conditions to each request's tokens and ends finished requests.
+A waiting request of higher priority does not preempt running ones; it is admitted first.
+
+The engine loop:
+
+    plan = scheduler.schedule()
+    engine.free(plan.freed_slots); stream(plan.events)   # aborted, failed, preempted
+    result = engine.run(plan)                            # -> StepResult
+    out = scheduler.commit(result)
+    stream(out.events); engine.free(out.freed_slots)     # finished this step
 """
 
 from __future__ import annotations

@@ -249,6 +249,20 @@ def test_abort_takes_effect_at_the_next_step_and_frees_the_slot():
     assert not sched.abort("b") and not sched.abort("nope")
 
 
+def test_abort_during_a_step_keeps_its_tokens_and_frees_at_the_next_boundary():
+    sched, engine = make_sched(), FakeEngine()
+    sched.add(req("a", max_tokens=20))
+    step(sched, engine)
+    plan = sched.schedule()
+    sched.abort("a")  # the step is already running
+    out = sched.commit(engine.run(plan))
+    engine.free(out)
+    assert out.events[0].token_ids and not out.freed_slots
+    plan, _ = step(sched, engine)
+    assert plan.freed_slots and plan.events[0].status is RequestStatus.ABORTED
+    assert not plan.decodes and not sched.has_unfinished() and sched.num_free_slots == 4
+
+
 def test_engine_error_fails_the_request_and_frees_its_slot():
     sched, engine = make_sched(), FakeEngine()
     sched.add(req("a"))
@@ -316,33 +330,38 @@ def test_preemption_victim_is_the_latest_admitted_of_the_lowest_priority():
     assert sched.waiting[0].request_id == "lo_new"
 
 
-def run_random_workload(seed: int, n_requests: int) -> Scheduler:
+def run_random_workload(seed: int, n_requests: int) -> tuple[Scheduler, list[Request]]:
     rng = random.Random(seed)
     sched = make_sched(max_slots=8, max_seq_len=48, kv_capacity_tokens=160, k_max=4)
     engine = FakeEngine(agree=rng.randint(0, 100))
-    pending = [
+    reqs = [
         req(f"r{i}", n_prompt=rng.randint(1, 20), max_tokens=rng.randint(1, 28),
             priority=rng.randint(0, 2), stop=("<7>",) if i % 5 == 0 else ())
         for i in range(n_requests)
     ]
+    pending = list(reqs)
     while pending or sched.has_unfinished():
         for _ in range(rng.randint(0, 4)):
             if pending:
                 sched.add(pending.pop())
         for r in list(sched.running) + list(sched.waiting):
-            if rng.random() < 0.03:
+            if rng.random() < 0.01:
                 sched.abort(r.request_id)
         step(sched, engine)
     assert not engine.slots
-    return sched
+    return sched, reqs
 
 
 def test_200_requests_with_random_cancellations_leak_no_slot_or_kv():
-    sched = run_random_workload(seed=0, n_requests=200)
+    sched, reqs = run_random_workload(seed=0, n_requests=200)
     stats = sched.stats()
     assert sched.num_free_slots == 8 and sched.kv_used == 0 and not sched._live
     assert stats.requests_added == sum(stats.requests_by_status.values()) == 200
     assert stats.requests_by_status["aborted"] > 0 and stats.num_preemptions > 0
+    for r in reqs:  # finished or cut short, every output is a prefix of the greedy output
+        assert r.output_ids == reference_output(r.prompt_ids, len(r.output_ids))
+        if r.status is RequestStatus.FINISHED and r.finish_reason == "length":
+            assert len(r.output_ids) == r.max_tokens
 
 
 ops = st.lists(
