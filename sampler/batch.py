@@ -19,6 +19,7 @@ import dataclasses
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
@@ -175,48 +176,61 @@ def _history(prompt: Sequence[int], output: Sequence[int], vocab: int) -> list[t
 
 
 class _PackedRows:
-    """Host staging buffers for from_requests, with neutral padding rows."""
+    """Host staging for from_requests: Python lists, turned into tensors once at the end;
+    padding rows are neutral (temperature 1, filters off, no history, no bias)."""
+
+    _SCALARS = {"temperature": (torch.float32, 1.0), "top_k": (torch.int32, 0),
+                "top_p": (torch.float32, 1.0), "min_p": (torch.float32, 0.0),
+                "repetition_penalty": (torch.float32, 1.0),
+                "frequency_penalty": (torch.float32, 0.0),
+                "presence_penalty": (torch.float32, 0.0), "seed": (torch.int64, 0),
+                "position": (torch.int64, 0), "num_logprobs": (torch.int32, 0),
+                "hist_len": (torch.int32, 0), "bias_len": (torch.int32, 0)}
 
     def __init__(self, cap: int, h_cap: int, m_cap: int) -> None:
-        f32 = torch.float32
-        self.t = {
-            "temperature": torch.ones(cap, dtype=f32), "top_k": torch.zeros(cap, dtype=torch.int32),
-            "top_p": torch.ones(cap, dtype=f32), "min_p": torch.zeros(cap, dtype=f32),
-            "repetition_penalty": torch.ones(cap, dtype=f32),
-            "frequency_penalty": torch.zeros(cap, dtype=f32),
-            "presence_penalty": torch.zeros(cap, dtype=f32),
-            "seed": torch.zeros(cap, dtype=torch.int64),
-            "position": torch.zeros(cap, dtype=torch.int64),
-            "num_logprobs": torch.zeros(cap, dtype=torch.int32),
-            "hist_ids": torch.full((cap, h_cap), -1, dtype=torch.int64),
-            "hist_counts": torch.zeros(cap, h_cap, dtype=torch.int32),
-            "hist_len": torch.zeros(cap, dtype=torch.int32),
-            "bias_ids": torch.full((cap, m_cap), -1, dtype=torch.int64),
-            "bias_values": torch.zeros(cap, m_cap, dtype=f32),
-            "bias_len": torch.zeros(cap, dtype=torch.int32),
-        }
+        self.cap, self.h_cap, self.m_cap = cap, h_cap, m_cap
+        self.cols: dict[str, list[float | int]] = {name: [] for name in self._SCALARS}
+        self.hist: list[list[tuple[int, int]]] = []
+        self.bias: list[list[tuple[int, float]]] = []
 
     def fill(self, r: int, p: SamplingParams, seed: int, pos: int,
              hist: list[tuple[int, int]]) -> None:
-        t = self.t
+        c = self.cols
         for name in ("temperature", "top_k", "top_p", "min_p", "repetition_penalty",
                      "frequency_penalty", "presence_penalty"):
-            t[name][r] = getattr(p, name)
-        t["seed"][r] = seed_to_int64(seed)
-        t["position"][r] = pos
-        t["num_logprobs"][r] = p.logprobs
-        if hist:
-            t["hist_ids"][r, : len(hist)] = torch.tensor([h[0] for h in hist])
-            t["hist_counts"][r, : len(hist)] = torch.tensor([h[1] for h in hist])
-        t["hist_len"][r] = len(hist)
-        bias = p.logit_bias or {}
-        if bias:
-            t["bias_ids"][r, : len(bias)] = torch.tensor(list(bias.keys()))
-            t["bias_values"][r, : len(bias)] = torch.tensor(list(bias.values()))
-        t["bias_len"][r] = len(bias)
+            c[name].append(getattr(p, name))
+        c["seed"].append(seed_to_int64(seed))
+        c["position"].append(pos)
+        c["num_logprobs"].append(p.logprobs)
+        bias = list((p.logit_bias or {}).items())
+        c["hist_len"].append(len(hist))
+        c["bias_len"].append(len(bias))
+        self.hist.append(hist)
+        self.bias.append(bias)
 
     def tensors(self) -> dict[str, torch.Tensor]:
-        return self.t
+        out = {}
+        for name, (dtype, pad) in self._SCALARS.items():
+            col = self.cols[name] + [pad] * (self.cap - len(self.cols[name]))
+            out[name] = torch.tensor(col, dtype=dtype)
+        out["hist_ids"], out["hist_counts"] = _pad_pairs(self.hist, self.cap, self.h_cap,
+                                                         torch.int32)
+        out["bias_ids"], out["bias_values"] = _pad_pairs(self.bias, self.cap, self.m_cap,
+                                                         torch.float32)
+        out["bias_values"] = out["bias_values"].masked_fill(out["bias_ids"] < 0, 0.0)
+        out["hist_counts"] = out["hist_counts"].masked_fill(out["hist_ids"] < 0, 0)
+        return out
+
+
+def _pad_pairs(rows: list[list[tuple[int, Any]]], cap: int, width: int,
+               dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+    """[(id, value), ...] per row -> ids [cap, width] int64 (-1 padded), values [cap, width]."""
+    ids = [[t for t, _ in row] + [-1] * (width - len(row)) for row in rows]
+    vals = [[v for _, v in row] + [0] * (width - len(row)) for row in rows]
+    ids += [[-1] * width] * (cap - len(rows))
+    vals += [[0] * width] * (cap - len(rows))
+    return (torch.tensor(ids, dtype=torch.int64).view(cap, width),
+            torch.tensor(vals, dtype=dtype).view(cap, width))
 
 
 def _grammar_tensors(params: Sequence[SamplingParams], bitmask: torch.Tensor | None, cap: int,
