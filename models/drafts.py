@@ -1,0 +1,132 @@
+"""Draft proposers for speculative decoding.
+
+Draft specs (``make_draft(spec, target, ...)``):
+  ``self:N``      early exit: the target's first N layers + its final norm and LM head. In the
+                  target's process and device it shares the target's weights (no copy); on
+                  another device it is copied there.
+  ``quant:int8``  the whole target with int8 weights: torch's dynamic int8 quantisation on the
+                  CPU (int8 matmuls), per-channel weight-only int8 on a GPU.
+  ``ngram:N``     model-free prompt lookup: propose the tokens that followed the latest
+                  earlier occurrence of the last N tokens (pays off on repetitive text).
+  anything else   a model spec for ``load_model`` (embedded:..., a directory, a .gguf file):
+                  a separate causal LM whose vocabulary must equal the target's.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import nn
+
+from models.loader import LoadedModel, load_model
+from models.transformer import CausalLM, from_hf
+
+DRAFT_FORMS = "'self:N', 'quant:int8', 'ngram:N', or a model spec (see models.loader)"
+
+
+@dataclass
+class ModelDraft:
+    """A draft that is a causal LM (run it with its own ``ModelRunner``)."""
+
+    model: CausalLM
+    spec: str
+
+
+@dataclass
+class NgramDraft:
+    """Prompt-lookup drafting over a token history; needs no model and no cache."""
+
+    n: int
+    spec: str
+
+    def propose(self, history: list[int], k: int) -> list[int]:
+        """Up to ``k`` tokens that followed the latest earlier match of the last ``n``."""
+        n = self.n
+        if k <= 0 or len(history) <= n:
+            return []
+        tail = history[-n:]
+        for start in range(len(history) - n - 1, -1, -1):
+            if history[start:start + n] == tail:
+                return history[start + n:start + n + k]
+        return []
+
+
+Draft = ModelDraft | NgramDraft
+
+
+class Int8Linear(nn.Module):
+    """Weight-only int8 linear layer (per-output-channel symmetric scale)."""
+
+    def __init__(self, linear: nn.Linear):
+        super().__init__()
+        w = linear.weight.detach().float()
+        scale = w.abs().amax(dim=1, keepdim=True).clamp(min=1e-8) / 127.0
+        self.register_buffer("qweight", torch.round(w / scale).to(torch.int8))
+        self.register_buffer("scale", scale.to(linear.weight.dtype))
+        self.bias = None if linear.bias is None else nn.Parameter(linear.bias.detach().clone())
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        w = self.qweight.to(x.dtype) * self.scale.to(x.dtype)
+        return nn.functional.linear(x, w, None if self.bias is None else self.bias.to(x.dtype))
+
+
+def quantize_int8(model: CausalLM, device: torch.device) -> CausalLM:
+    """A copy of ``model`` with int8 weights for every linear layer."""
+    qmodel = copy.deepcopy(model).to(device)
+    if device.type == "cpu":
+        with torch.no_grad():
+            qmodel = torch.ao.quantization.quantize_dynamic(qmodel, {nn.Linear},
+                                                            dtype=torch.qint8)
+        return qmodel.eval()
+    for name, module in list(qmodel.named_modules()):
+        for child_name, child in list(module.named_children()):
+            if isinstance(child, nn.Linear):
+                setattr(module, child_name, Int8Linear(child))
+    return qmodel.eval()
+
+
+def check_same_vocab(target_tok: Any, draft_tok: Any, target_vocab: int, draft_vocab: int) -> None:
+    if target_vocab != draft_vocab or target_tok.get_vocab() != draft_tok.get_vocab():
+        raise ValueError(
+            f"draft vocabulary does not match the target's: target vocab size {target_vocab}, "
+            f"draft vocab size {draft_vocab}"
+            + ("" if target_vocab != draft_vocab else " (same size, different token ids)")
+        )
+
+
+def _int_arg(spec: str, prefix: str) -> int:
+    try:
+        n = int(spec[len(prefix):])
+    except ValueError:
+        raise ValueError(f"bad draft spec {spec!r}: expected {prefix}N with N an integer") from None
+    if n < 1:
+        raise ValueError(f"bad draft spec {spec!r}: N must be >= 1")
+    return n
+
+
+def make_draft(spec: str, target: LoadedModel, target_lm: CausalLM | None = None,
+               device: str | torch.device | None = None,
+               dtype: torch.dtype | None = None) -> Draft:
+    """Build the draft named by ``spec`` for ``target`` (see module docstring)."""
+    target_lm = target_lm if target_lm is not None else from_hf(target.model)
+    param = next(target_lm.parameters())
+    device = torch.device(device) if device is not None else param.device
+    dtype = dtype or param.dtype
+    if spec.startswith("ngram:"):
+        return NgramDraft(_int_arg(spec, "ngram:"), spec)
+    if spec.startswith("self:"):
+        lm = from_hf(target.model, num_layers=_int_arg(spec, "self:"))
+        return ModelDraft(lm.to(device=device, dtype=dtype), spec)
+    if spec == "quant:int8":
+        return ModelDraft(quantize_int8(target_lm, device), spec)
+    if spec.startswith("quant:"):
+        raise ValueError(f"unknown quantised draft {spec!r}: only 'quant:int8' exists")
+    try:
+        loaded = load_model(spec, device=device, dtype=dtype)
+    except (ValueError, FileNotFoundError) as err:
+        raise ValueError(f"bad draft spec {spec!r}: expected {DRAFT_FORMS}. ({err})") from err
+    check_same_vocab(target.tokenizer, loaded.tokenizer, target.vocab_size, loaded.vocab_size)
+    return ModelDraft(from_hf(loaded.model), spec)
