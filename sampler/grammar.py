@@ -36,12 +36,16 @@ def compiler_for(tokenizer: Any, vocab_size: int) -> xgr.GrammarCompiler:
 
 def compile_params(params: SamplingParams, tokenizer: Any, vocab_size: int,
                    ) -> xgr.CompiledGrammar | None:
-    """Compile the request's grammar (None when it has none); ValueError if it is invalid."""
+    """Compile the request's grammar (None when it has none); ValueError if it is invalid.
+
+    JSON schemas are compiled for compact JSON (no free whitespace), so a model cannot pad
+    its output with unbounded whitespace.
+    """
     compiler = compiler_for(tokenizer, vocab_size)
     try:
         if params.json_schema is not None:
             assert isinstance(params.json_schema, str)  # normalised by SamplingParams
-            return compiler.compile_json_schema(params.json_schema)
+            return compiler.compile_json_schema(params.json_schema, any_whitespace=False)
         if params.regex is not None:
             return compiler.compile_regex(params.regex)
         if params.ebnf is not None:

@@ -41,11 +41,19 @@ def processed_law(logits, p: SamplingParams, prompt=(), output=(), allowed=None)
         keep &= l >= np.sort(l)[::-1][p.top_k - 1]
     if p.top_p < 1:
         probs = _softmax(l, keep)
-        above = np.array([probs[probs > q].sum() for q in probs])
+        above = strictly_more_probable_mass(probs)
         keep &= above < p.top_p
     if p.min_p > 0:
         keep &= np.exp(l - l[keep].max()) >= p.min_p
     return _softmax(l, keep)
+
+
+def strictly_more_probable_mass(probs: np.ndarray) -> np.ndarray:
+    """For each token, the total probability of the tokens strictly more probable than it."""
+    desc = np.sort(probs)[::-1]
+    before = np.concatenate([[0.0], np.cumsum(desc)[:-1]])
+    first = np.searchsorted(-desc, -probs, side="left")  # first index holding this value
+    return before[first]
 
 
 def _softmax(l: np.ndarray, keep: np.ndarray) -> np.ndarray:
