@@ -103,7 +103,8 @@ class SamplingParams:
             put(name, _real(name, getattr(self, name), -2.0, 2.0, "in [-2, 2]"))
         put("logit_bias", _logit_bias(self.logit_bias))
         if self.seed is not None:
-            _integer("seed", self.seed, -(1 << 63), (1 << 64) - 1, "None or an int in [-2**63, 2**64)")
+            _integer("seed", self.seed, -(1 << 63), (1 << 64) - 1,
+                     "None or an int in [-2**63, 2**64)")
         put("logprobs", _integer("logprobs", self.logprobs, 0, MAX_LOGPROBS, "in 0..20"))
         put("json_schema", _grammar_text("json_schema", self.json_schema, allow_dict=True))
         put("regex", _grammar_text("regex", self.regex, allow_dict=False))

@@ -51,12 +51,12 @@ def history_counts(ids: torch.Tensor, counts: torch.Tensor, vocab: int,
 
 def apply_penalties(logits: torch.Tensor, seen: torch.Tensor, count: torch.Tensor,
                     rows: SamplingBatch) -> torch.Tensor:
-    """Repetition (HF/vLLM: over the set prompt+generated, l>0 -> l/r else l*r), then
-    frequency and presence (OpenAI: l - f*count - p*[count>0], generated only)."""
+    """Repetition (HF/vLLM: over the set prompt+generated, x>0 -> x/r else x*r), then
+    frequency and presence (OpenAI: x - f*count - p*[count>0], generated only)."""
     rep = rows.repetition_penalty[:, None]
-    l = torch.where(seen, torch.where(logits > 0, logits / rep, logits * rep), logits)
-    l = l - rows.frequency_penalty[:, None] * count
-    return l - rows.presence_penalty[:, None] * (count > 0).to(torch.float32)
+    x = torch.where(seen, torch.where(logits > 0, logits / rep, logits * rep), logits)
+    x = x - rows.frequency_penalty[:, None] * count
+    return x - rows.presence_penalty[:, None] * (count > 0).to(torch.float32)
 
 
 def apply_bias(logits: torch.Tensor, rows: SamplingBatch) -> torch.Tensor:
@@ -67,14 +67,14 @@ def apply_bias(logits: torch.Tensor, rows: SamplingBatch) -> torch.Tensor:
 
 
 def top_k_mask(scaled: torch.Tensor, top_k: torch.Tensor, max_k: int) -> torch.Tensor:
-    """Keep l > -inf and l >= the k-th largest (boundary ties kept); k = 0 keeps all."""
+    """Keep x > -inf and x >= the k-th largest (boundary ties kept); k = 0 keeps all."""
     kth = scaled.topk(max_k, dim=1).values.gather(1, (top_k.long() - 1).clamp(min=0)[:, None])
     kth = torch.where(top_k[:, None] > 0, kth, NEG_INF)
     return (scaled > NEG_INF) & (scaled >= kth)
 
 
 def softmax_kept(scaled: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
-    """p = exp(l - max) / sum over kept tokens, 0 elsewhere (float32)."""
+    """p = exp(x - max) / sum over kept tokens, 0 elsewhere (float32)."""
     w = kept_weights(torch.where(keep, scaled, NEG_INF))
     return w / w.sum(1, keepdim=True).clamp(min=torch.finfo(torch.float32).tiny)
 
@@ -91,19 +91,19 @@ def top_p_mask(probs: torch.Tensor, keep: torch.Tensor, top_p: torch.Tensor) -> 
 
 
 def min_p_mask(scaled: torch.Tensor, keep: torch.Tensor, min_p: torch.Tensor) -> torch.Tensor:
-    """Keep exp(l - l_max) >= min_p (the max is taken over the kept tokens)."""
+    """Keep exp(x - x_max) >= min_p (the max is taken over the kept tokens)."""
     peak = row_max(torch.where(keep, scaled, NEG_INF))
     return keep & (torch.exp(scaled - peak) >= min_p[:, None])
 
 
 def row_max(logits: torch.Tensor) -> torch.Tensor:
-    """Row max [N, 1]; 0 for a row with no finite entry (so exp(l - max) stays 0, not NaN)."""
+    """Row max [N, 1]; 0 for a row with no finite entry (so exp(x - max) stays 0, not NaN)."""
     peak = logits.amax(1, keepdim=True)
     return torch.where(peak > NEG_INF, peak, 0.0)
 
 
 def kept_weights(filtered: torch.Tensor) -> torch.Tensor:
-    """Unnormalised weights w = exp(l - l_max), 0 for removed tokens: [N, V] float32."""
+    """Unnormalised weights w = exp(x - x_max), 0 for removed tokens: [N, V] float32."""
     return torch.exp(filtered - row_max(filtered))
 
 
@@ -112,23 +112,24 @@ def process(logits: torch.Tensor, rows: SamplingBatch, bitmask: torch.Tensor | N
     """logits: [N, V] (any float dtype, upcast to float32); rows: N expanded rows;
     bitmask: [N, ceil(V/32)] int32 or None; extra_generated: [N, E] int64 ids counted once
     each as generated tokens on top of the history (-1 = none; verify's earlier drafts)."""
-    l = logits.to(torch.float32)
+    x = logits.to(torch.float32)
     if bitmask is not None:
-        l = apply_grammar(l, bitmask, rows.has_grammar)
+        x = apply_grammar(x, bitmask, rows.has_grammar)
     if rows.any_penalty:
         ids, counts = rows.hist_ids, rows.hist_counts
         if extra_generated is not None:
             ids = torch.cat([ids, extra_generated], 1)
             counts = torch.cat([counts, torch.ones_like(extra_generated, dtype=counts.dtype)], 1)
-        seen, count = history_counts(ids, counts, l.shape[1])
-        l = apply_penalties(l, seen, count, rows)
+        seen, count = history_counts(ids, counts, x.shape[1])
+        x = apply_penalties(x, seen, count, rows)
     if rows.any_bias:
-        l = apply_bias(l, rows)
-    return Processed(scores=l, filtered=filter_scaled(l, rows))
+        x = apply_bias(x, rows)
+    return Processed(scores=x, filtered=filter_scaled(x, rows))
 
 
 def filter_scaled(scores: torch.Tensor, rows: SamplingBatch) -> torch.Tensor:
-    """Temperature (greedy rows use 1: their filtered law is only for logprobs), then top-k, top-p, min-p; removed tokens -> -inf."""
+    """Temperature (greedy rows use 1: their filtered law only shapes logprobs), then top-k,
+    top-p, min-p; removed tokens -> -inf."""
     greedy = rows.temperature == 0
     temp = torch.where(greedy, 1.0, rows.temperature)
     scaled = scores / temp[:, None]

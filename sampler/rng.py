@@ -59,14 +59,14 @@ def hash32(seed: torch.Tensor, pos: torch.Tensor, stream: int | torch.Tensor) ->
     seed: int64 (the seed mod 2**64 in two's complement); pos: int64 absolute positions;
     stream: a Stream or an int64 tensor of stream ids (broadcast with seed and pos).
     """
-    if isinstance(stream, torch.Tensor):
-        salt = torch.tensor(STREAM_SALT, dtype=torch.int64, device=seed.device)[stream]
+    if isinstance(stream, torch.Tensor):  # no host->device copy: safe in a CUDA graph
+        salt = torch.zeros_like(stream, dtype=torch.int64)
+        for s, value in enumerate(STREAM_SALT):
+            salt = torch.where(stream == s, value, salt)
+        h = mix32(salt ^ (seed & MASK32))
     else:
-        salt = torch.tensor(STREAM_SALT[int(stream)], dtype=torch.int64, device=seed.device)
-    seed_lo = seed & MASK32
-    seed_hi = (seed >> 32) & MASK32
-    h = mix32(salt ^ seed_lo)
-    h = mix32(h ^ seed_hi)
+        h = mix32((seed & MASK32) ^ STREAM_SALT[int(stream)])
+    h = mix32(h ^ ((seed >> 32) & MASK32))
     return mix32(h ^ (pos & MASK32))
 
 

@@ -18,8 +18,8 @@ OUTPUT = [8, 8, 13, 21, 2]
 
 def make_logits(seed: int, ties: bool = False) -> torch.Tensor:
     g = torch.Generator().manual_seed(seed)
-    l = torch.randn(V, generator=g) * 2.0
-    return torch.round(l * 2) / 2 if ties else l
+    x = torch.randn(V, generator=g) * 2.0
+    return torch.round(x * 2) / 2 if ties else x
 
 
 def random_allowed(seed: int) -> np.ndarray:

@@ -1,4 +1,4 @@
-"""Helpers (no tests here): an independent float64 reference of the sampler's semantics, for the statistical tests.
+"""Helpers (no tests here): an independent float64 reference of the sampler's semantics.
 
 Written directly from the definitions in the sampler docstring (top-p as "mass of strictly
 more probable tokens < top_p"), not from the backend's code, so the tests can catch it.
@@ -18,34 +18,34 @@ FALSE_ALARM = 1e-4  # per chi-square test
 
 def processed_law(logits, p: SamplingParams, prompt=(), output=(), allowed=None) -> np.ndarray:
     """The processed distribution (float64 [V]) of one row; greedy rows give a one-hot."""
-    l = np.asarray(logits, dtype=np.float64).copy()
+    x = np.asarray(logits, dtype=np.float64).copy()
     if allowed is not None:
-        l[~np.asarray(allowed)] = -np.inf
+        x[~np.asarray(allowed)] = -np.inf
     for t in set(prompt) | set(output):
-        if 0 <= t < len(l):
+        if 0 <= t < len(x):
             r = p.repetition_penalty
-            l[t] = l[t] / r if l[t] > 0 else l[t] * r
+            x[t] = x[t] / r if x[t] > 0 else x[t] * r
     for t, c in Counter(output).items():
-        if 0 <= t < len(l):
-            l[t] -= p.frequency_penalty * c
-            l[t] -= p.presence_penalty
+        if 0 <= t < len(x):
+            x[t] -= p.frequency_penalty * c
+            x[t] -= p.presence_penalty
     for t, b in (p.logit_bias or {}).items():
-        l[t] += b
+        x[t] += b
     if p.temperature == 0:
-        out = np.zeros(len(l))
-        out[int(np.argmax(l))] = 1.0
+        out = np.zeros(len(x))
+        out[int(np.argmax(x))] = 1.0
         return out
-    l = l / p.temperature
-    keep = l > -np.inf
+    x = x / p.temperature
+    keep = x > -np.inf
     if p.top_k:
-        keep &= l >= np.sort(l)[::-1][p.top_k - 1]
+        keep &= x >= np.sort(x)[::-1][p.top_k - 1]
     if p.top_p < 1:
-        probs = _softmax(l, keep)
+        probs = _softmax(x, keep)
         above = strictly_more_probable_mass(probs)
         keep &= above < p.top_p
     if p.min_p > 0:
-        keep &= np.exp(l - l[keep].max()) >= p.min_p
-    return _softmax(l, keep)
+        keep &= np.exp(x - x[keep].max()) >= p.min_p
+    return _softmax(x, keep)
 
 
 def strictly_more_probable_mass(probs: np.ndarray) -> np.ndarray:
@@ -56,8 +56,8 @@ def strictly_more_probable_mass(probs: np.ndarray) -> np.ndarray:
     return before[first]
 
 
-def _softmax(l: np.ndarray, keep: np.ndarray) -> np.ndarray:
-    w = np.where(keep, np.exp(l - l[keep].max()), 0.0)
+def _softmax(x: np.ndarray, keep: np.ndarray) -> np.ndarray:
+    w = np.where(keep, np.exp(x - x[keep].max()), 0.0)
     return w / w.sum()
 
 

@@ -1,0 +1,134 @@
+"""Time `sample` and `verify` (K=4) per call for heterogeneous batches.
+
+    python bench/sampler.py --device cpu --backend torch
+    python bench/sampler.py --device cuda --backend torch   # CUDA-graph replays
+
+Workload: rows cycle through greedy, top-k/top-p/min-p mixes, penalties over 512 history
+tokens, a logit-bias entry, a grammar bitmask on a quarter of rows. The floor is one read of
+the logits (B·V·4 bytes for sample, B·(K+1)·V·4 for verify) at the device's copy bandwidth,
+measured in the same run. Prints a table and writes JSON to bench/results/sampler-<device>.json.
+Issue 4 adds baselines by appending to BASELINES (a name -> (setup, run) pair).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+
+# Run as a script, this file's folder comes first on sys.path and its name would shadow the
+# `sampler` package: put the repository root there instead.
+sys.path[0] = str(Path(__file__).resolve().parents[1])
+from sampler import Sampler, SamplingBatch, SamplingParams  # noqa: E402
+
+K = 4
+RESULTS = Path(__file__).parent / "results"
+
+
+def workload_params(rows: int, vocab: int) -> list[SamplingParams]:
+    kinds = [
+        SamplingParams(temperature=0),
+        SamplingParams(temperature=0.8, top_k=50),
+        SamplingParams(temperature=0.7, top_p=0.9),
+        SamplingParams(temperature=1.0, min_p=0.05, repetition_penalty=1.1),
+        SamplingParams(top_k=40, top_p=0.95, frequency_penalty=0.3, presence_penalty=0.2,
+                       logit_bias={vocab - 1: 5.0}),
+    ]
+    return [kinds[r % len(kinds)] for r in range(rows)]
+
+
+def make_batch(rows: int, vocab: int, positions: int, device: str) -> SamplingBatch:
+    g = torch.Generator().manual_seed(0)
+    hist = torch.randint(0, vocab, (rows, 512), generator=g).tolist()
+    mask = torch.full((rows, positions, (vocab + 31) // 32), -1, dtype=torch.int32)
+    mask[::4, :, : mask.shape[2] // 2] = 0  # a quarter of rows: half the vocab forbidden
+    return SamplingBatch.from_requests(workload_params(rows, vocab), [h[:256] for h in hist],
+                                       [h[256:] for h in hist], vocab, device=device,
+                                       seeds=list(range(rows)), num_positions=positions,
+                                       grammar_bitmask=mask)
+
+
+def timed(fn: Callable[[], object], device: str, iters: int) -> float:
+    """Median microseconds per call; on CUDA, of CUDA-graph replays of fn."""
+    if device == "cuda":
+        stream = torch.cuda.Stream()
+        stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(stream):
+            for _ in range(3):
+                fn()
+        torch.cuda.current_stream().wait_stream(stream)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            fn()
+        fn = graph.replay
+    fn()
+    times = []
+    for _ in range(iters):
+        if device == "cuda":
+            torch.cuda.synchronize()
+        start = time.perf_counter()
+        fn()
+        if device == "cuda":
+            torch.cuda.synchronize()
+        times.append((time.perf_counter() - start) * 1e6)
+    return statistics.median(times)
+
+
+def copy_bandwidth(device: str) -> float:
+    """Bytes per second of a large device-to-device copy (read + write counted once each)."""
+    src = torch.empty(256 << 20, dtype=torch.uint8, device=device)
+    dst = torch.empty_like(src)
+    us = timed(lambda: dst.copy_(src), device, 10)
+    return 2 * src.numel() / (us * 1e-6)
+
+
+def run_case(sampler: Sampler, rows: int, vocab: int, device: str, iters: int,
+             bandwidth: float) -> dict[str, float | int]:
+    g = torch.Generator(device=device).manual_seed(1)
+    logits = torch.randn(rows, K + 1, vocab, device=device, generator=g) * 3
+    drafts = logits[:, :K].argmax(-1)
+    sample_batch = make_batch(rows, vocab, 1, device)
+    verify_batch = make_batch(rows, vocab, K + 1, device)
+    first = logits[:, 0].contiguous()
+    sample_us = timed(lambda: sampler.sample(first, sample_batch), device, iters)
+    verify_us = timed(lambda: sampler.verify(logits, drafts, verify_batch), device, iters)
+    floor_s = rows * vocab * 4 / bandwidth * 1e6
+    return {"B": rows, "V": vocab, "sample_us": sample_us, "verify_us": verify_us,
+            "sample_floor_us": floor_s, "verify_floor_us": floor_s * (K + 1)}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    ap.add_argument("--backend", default="torch", choices=["torch", "triton", "auto"])
+    ap.add_argument("--batch", type=int, nargs="+", default=[1, 16, 64])
+    ap.add_argument("--vocab", type=int, nargs="+", default=[32000, 128256])
+    ap.add_argument("--iters", type=int, default=0, help="timed calls (default: 5 CPU, 50 GPU)")
+    args = ap.parse_args()
+    iters = args.iters or (5 if args.device == "cpu" else 50)
+    sampler = Sampler(args.backend, args.device)
+    name = torch.cuda.get_device_name() if args.device == "cuda" else "cpu"
+    bandwidth = copy_bandwidth(args.device)
+    rows = [run_case(sampler, b, v, args.device, iters, bandwidth)
+            for v in args.vocab for b in args.batch]
+    print(f"device={name} backend={sampler.backend} copy={bandwidth / 1e9:.1f} GB/s K={K}")
+    print(f"{'B':>4} {'V':>7} {'sample us':>11} {'x floor':>8} {'verify us':>11} {'x floor':>8}")
+    for r in rows:
+        print(f"{r['B']:>4} {r['V']:>7} {r['sample_us']:>11.0f} "
+              f"{r['sample_us'] / r['sample_floor_us']:>8.1f} {r['verify_us']:>11.0f} "
+              f"{r['verify_us'] / r['verify_floor_us']:>8.1f}")
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    out = RESULTS / f"sampler-{name.replace(' ', '_')}-{sampler.backend}.json"
+    out.write_text(json.dumps({"device": name, "backend": sampler.backend, "K": K,
+                               "copy_bytes_per_s": bandwidth, "rows": rows}, indent=1))
+    print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()
