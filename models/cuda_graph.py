@@ -74,5 +74,6 @@ class GraphRunner:
 
     def replay(self, tokens: torch.Tensor, slots: torch.Tensor, positions: torch.Tensor):
         """Logits ``[bucket, T, V]`` from the captured step, or None if not captured."""
-        graph = self.graphs.get(tuple(tokens.shape))
+        b, t = tokens.shape
+        graph = self.graphs.get((b, t))
         return None if graph is None else graph.replay(tokens, slots, positions)

@@ -64,6 +64,8 @@ class Int8Linear(nn.Module):
         super().__init__()
         w = linear.weight.detach().float()
         scale = w.abs().amax(dim=1, keepdim=True).clamp(min=1e-8) / 127.0
+        self.qweight: torch.Tensor
+        self.scale: torch.Tensor
         self.register_buffer("qweight", torch.round(w / scale).to(torch.int8))
         self.register_buffer("scale", scale.to(linear.weight.dtype))
         self.bias = None if linear.bias is None else nn.Parameter(linear.bias.detach().clone())
@@ -81,7 +83,7 @@ def quantize_int8(model: CausalLM, device: torch.device) -> CausalLM:
             qmodel = torch.ao.quantization.quantize_dynamic(qmodel, {nn.Linear},
                                                             dtype=torch.qint8)
         return qmodel.eval()
-    for name, module in list(qmodel.named_modules()):
+    for module in list(qmodel.modules()):
         for child_name, child in list(module.named_children()):
             if isinstance(child, nn.Linear):
                 setattr(module, child_name, Int8Linear(child))

@@ -17,6 +17,7 @@ serve every batch (see ``models/cuda_graph.py``).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import torch
 
@@ -52,7 +53,7 @@ class ModelRunner:
                        for _ in range(cfg.num_layers)]
         self.lengths = [0] * max_slots
         self.active = [False] * max_slots
-        self.graphs = None  # set by models.cuda_graph.GraphRunner.attach
+        self.graphs: Any = None  # a models.cuda_graph.GraphRunner once one is attached
 
     @property
     def vocab_size(self) -> int:
@@ -91,7 +92,7 @@ class ModelRunner:
         if min(lens, default=1) < 1:
             raise ValueError("empty prompt")
         self._check_vocab(prompts)
-        for s, n in zip(slots, lens):
+        for n in lens:
             if n > self.max_seq_len:
                 raise ValueError(f"prompt of {n} tokens exceeds max_seq_len={self.max_seq_len}")
         width = max(lens)

@@ -124,8 +124,8 @@ def test_unknown_specs_list_the_accepted_forms(tmp_path):
 
 
 def test_loader_reads_a_local_model_directory(tmp_path):
-    from transformers import PreTrainedTokenizerFast
     from tokenizers import Tokenizer, models
+    from transformers import PreTrainedTokenizerFast
 
     hf = tiny_hf_model("qwen2")
     hf.save_pretrained(tmp_path)
@@ -138,8 +138,8 @@ def test_loader_reads_a_local_model_directory(tmp_path):
 
 
 def test_draft_vocab_mismatch_names_both_sizes(tmp_path, embedded):
-    from transformers import PreTrainedTokenizerFast
     from tokenizers import Tokenizer, models
+    from transformers import PreTrainedTokenizerFast
 
     tiny = tiny_hf_model("llama")
     tiny.save_pretrained(tmp_path)
@@ -169,11 +169,16 @@ def test_int8_draft_is_quantised_and_close(embedded):
     draft = make_draft("quant:int8", embedded, lm)
     kinds = {type(m).__name__ for m in draft.model.modules()}
     assert "LinearPackedParams" in kinds or "Int8Linear" in kinds, kinds  # int8 weights
-    prompt = embedded.tokenizer("The weather today is").input_ids
-    full = ModelRunner(lm, 1, 32).prefill([0], [prompt])
-    quant = ModelRunner(draft.model, 1, 32).prefill([0], [prompt])
-    cos = torch.nn.functional.cosine_similarity(full, quant).item()
-    assert 0.9 < cos < 1.0 - 1e-7  # close to the target, yet really a different model
+    ids = embedded.tokenizer("The history of the Roman Empire spans many centuries, "
+                             "beginning with the founding of Rome and ending").input_ids
+    logits = []
+    for model in (lm, draft.model):
+        runner = ModelRunner(model, 1, 64)
+        runner.prefill([0], [ids[:1]])
+        logits.append(runner.forward([0], [ids[1:]])[0])
+    agree = (logits[0].argmax(-1) == logits[1].argmax(-1)).float().mean().item()
+    assert agree >= 0.5  # a usable draft: mostly the target's next-token choices ...
+    assert (logits[0] - logits[1]).abs().max() > 1e-2  # ... from a really different model
 
 
 def test_int8_weight_only_linear_matches_dequantised_reference():
