@@ -58,8 +58,9 @@ class TargetWorker:
             toks = list(it.token_ids)
             grammar = None
             if params.has_grammar:
-                grammar = GrammarState(compile_params(params, self.tokenizer, self.vocab),
-                                       self.vocab)
+                compiled = compile_params(params, self.tokenizer, self.vocab)
+                assert compiled is not None
+                grammar = GrammarState(compiled, self.vocab)
                 for tok in toks[it.num_prompt:]:  # resuming after preemption
                     grammar.accept(tok)
             self.seqs[it.slot] = _Seq(params, it.seed, toks[:it.num_prompt],
@@ -155,7 +156,7 @@ class DraftWorker:
         if isinstance(self.draft, NgramDraft):
             return [tuple(self.draft.propose(self.seqs[it.slot], it.k)) for it in items]
         live = [it for it in items if it.k > 0]
-        out = dict.fromkeys((it.slot for it in items), ())
+        out: dict[int, tuple[int, ...]] = {it.slot: () for it in items}
         if live:
             out.update(self._propose_model(live))
         return [out[it.slot] for it in items]

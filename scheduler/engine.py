@@ -126,8 +126,9 @@ class Engine:
         except Exception as err:  # a model failure fails the step's requests, not the engine
             log.exception("engine step failed; failing its %d requests",
                           len(plan.prefills) + len(plan.decodes))
-            results = {r.request_id: RequestResult(error=f"{type(err).__name__}: {err}")
-                       for r in [*plan.prefills, *plan.decodes]}
+            failed = f"{type(err).__name__}: {err}"
+            ids = [p.request_id for p in plan.prefills] + [d.request_id for d in plan.decodes]
+            results = {rid: RequestResult(error=failed) for rid in ids}
         out = self.scheduler.commit(StepResult(results))
         self._free(out.freed_slots)
         events = [*plan.events, *out.events]
