@@ -1,0 +1,187 @@
+"""The Triton backend: `sample` and `verify` as one fixed launch sequence of fused kernels.
+
+Same API and results as `sampler.torch_backend` (token for token for seeded requests, up to
+float32 rounding ties: sums are taken in a different order). Launch sequence per call, every
+kernel gridded over rows (N = B * (K+1)) or (rows, vocabulary tiles):
+
+1. `_patch_kernel` (only when some row has penalties, bias or earlier drafts): the sparse
+   history/bias/draft ids -> a bit per token and codes at those ids (no dense count tensor).
+2. `_tile_kernel` (N, T): reads the logits once; per tile max, sum exp, argmax, C candidates.
+3. `_row_kernel` (N): merges tiles (hierarchical top-k); exact top-k/top-p thresholds from the
+   candidates when provably exact, else flags the row.
+4. `_search_kernel` (N, returns at once for unflagged rows): exact bisection over the row.
+5. `_mass_kernel` (N, T; rows with a filter): kept mass per tile.
+6. verify only: `_accept_kernel` (B) the rejection chain, `_residual_kernel` (B, T) residual
+   tile masses at the first rejection.
+7. `_pick_kernel` (B): one uniform per row: a tile by cumulative mass, then the token in it.
+
+No host sync, no data-dependent shapes: safe inside a CUDA graph. Host-side flags of the
+batch (`any_penalty`, `max_top_k`, ...) select constexpr variants. Logprobs, when requested,
+come from the torch reference processing (not fused yet).
+"""
+
+from __future__ import annotations
+
+import os
+
+import torch
+
+from sampler import triton_kernels as tk
+from sampler.batch import SamplingBatch
+from sampler.outputs import SampleOutput, VerifyOutput
+from sampler.processing import process
+from sampler.sampling import log_probs, top_logprobs
+from sampler.torch_backend import DraftProbs, _expand_positions
+
+C = 16  # candidates per tile
+BLOCK_Q = 8
+
+
+def block_v(vocab: int) -> int:
+    """Vocabulary tile: 2048 on GPU; small under the interpreter so tests cross tiles."""
+    env = os.environ.get("SONICSPEC_BLOCK_V")
+    if env:
+        return int(env)
+    if os.environ.get("TRITON_INTERPRET") == "1":
+        return 128 if vocab > 128 else 64
+    return 2048
+
+
+def sample(logits: torch.Tensor, batch: SamplingBatch) -> SampleOutput:
+    """logits: [B, V] float32/bf16/fp16 (not changed) -> tokens [B] int64. No host sync."""
+    bsz = logits.shape[0]
+    drafts = torch.empty(bsz, 0, dtype=torch.int64, device=logits.device)
+    out = _run(logits.unsqueeze(1), drafts, batch, None, None)
+    tokens = out.tokens[:, 0]
+    rows = batch.head(bsz)
+    if rows.max_logprobs == 0:
+        return SampleOutput(tokens=tokens)
+    mask = None if rows.grammar_bitmask is None else rows.grammar_bitmask[:, 0]
+    proc = process(logits, rows, mask)
+    lp = top_logprobs(log_probs(proc.filtered), tokens, rows.num_logprobs, rows.max_logprobs)
+    return SampleOutput(tokens, *lp)
+
+
+def verify(logits: torch.Tensor, draft_tokens: torch.Tensor, batch: SamplingBatch,
+           draft_probs: DraftProbs = None, num_draft: torch.Tensor | None = None) -> VerifyOutput:
+    """logits: [B, K+1, V]; draft_tokens: [B, K]; draft_probs None / dense [B, K, V] / sparse
+    (ids [B, K, M], probs [B, K, M]); num_draft [B] (default K). No host sync."""
+    out = _run(logits, draft_tokens, batch, draft_probs, num_draft)
+    head = batch.head(logits.shape[0])
+    if head.max_logprobs > 0:
+        bsz, k1, vocab = logits.shape
+        n_draft = out.num_draft
+        rows, mask, earlier = _expand_positions(batch, bsz, k1, draft_tokens.long(), n_draft)
+        proc = process(logits.reshape(bsz * k1, vocab), rows, mask, earlier)
+        num = head.num_logprobs[:, None].expand(bsz, k1)
+        lp = top_logprobs(log_probs(proc.filtered.view(bsz, k1, vocab)), out.tokens, num,
+                          head.max_logprobs)
+        return VerifyOutput(out.tokens, out.num_accepted + 1, out.num_accepted, *lp)
+    return VerifyOutput(out.tokens, out.num_accepted + 1, out.num_accepted)
+
+
+class _Raw:
+    def __init__(self, tokens: torch.Tensor, num_accepted: torch.Tensor,
+                 num_draft: torch.Tensor) -> None:
+        self.tokens, self.num_accepted, self.num_draft = tokens, num_accepted, num_draft
+
+
+def _run(logits: torch.Tensor, drafts: torch.Tensor, batch: SamplingBatch,
+         draft_probs: DraftProbs, num_draft: torch.Tensor | None) -> _Raw:
+    bsz, k1, vocab = logits.shape
+    k = k1 - 1
+    dev = logits.device
+    logits = logits.contiguous()
+    drafts = drafts.to(device=dev, dtype=torch.int64).contiguous()
+    n_draft = (torch.full((bsz,), k, device=dev, dtype=torch.int64) if num_draft is None
+               else num_draft.to(device=dev, dtype=torch.int64))
+    head = batch.head(bsz)
+    n = bsz * k1
+    bv = block_v(vocab)
+    tiles = -(-vocab // bv)
+    t_pad = tk.next_pow2(tiles)
+    words = (vocab + 31) // 32
+    f32 = dict(dtype=torch.float32, device=dev)
+    has_grammar = head.grammar_bitmask is not None
+    if has_grammar:
+        gm = head.grammar_bitmask
+        if gm.shape[1] < k1:
+            raise ValueError(f"batch has bitmasks for {gm.shape[1]} positions, verify needs "
+                             f"K+1 = {k1} (build it with num_positions={k1})")
+        gmask, g_sb, g_sj = gm, gm.stride(0), gm.stride(1)
+    else:
+        gmask, g_sb, g_sj = head.has_grammar, 0, 0
+    has_extra = k > 0 and head.any_penalty
+    has_patch = head.any_penalty or head.any_bias
+    if has_patch:
+        bits = torch.zeros(n, words, dtype=torch.int32, device=dev)
+        cnt = torch.empty(n, vocab, dtype=torch.int32, device=dev)
+        bias = torch.empty(n, vocab, **f32)
+        hist_ids, hist_counts = head.hist_ids.contiguous(), head.hist_counts.contiguous()
+        bias_ids, bias_values = head.bias_ids.contiguous(), head.bias_values.contiguous()
+        tk._patch_kernel[(n,)](
+            hist_ids, hist_counts, hist_ids.shape[1], bias_ids, bias_values, bias_ids.shape[1],
+            drafts, n_draft, k, k1, bits, cnt, bias, vocab, words,
+            HAS_HIST=head.any_penalty, HAS_BIAS=head.any_bias, HAS_EXTRA=has_extra,
+            BLOCK_H=64, BLOCK_K=tk.next_pow2(k))
+    else:
+        bits = cnt = bias = torch.empty(1, dtype=torch.int32, device=dev)
+    has_filter = head.max_top_k > 0 or head.any_top_p or head.any_min_p
+    need_law = head.max_logprobs > 0
+    common = dict(HAS_GRAMMAR=has_grammar, HAS_PATCH=has_patch)
+    proc_args = (logits, logits.stride(1), vocab, k1, head.temperature,
+                 gmask, g_sb, g_sj, head.has_grammar, bits, cnt, bias, words,
+                 head.repetition_penalty, head.frequency_penalty, head.presence_penalty)
+    tmax = torch.empty(n, t_pad, **f32)
+    tsum = torch.empty(n, t_pad, **f32)
+    targ = torch.empty(n, t_pad, dtype=torch.int32, device=dev)
+    cand = torch.empty(n, t_pad, C if has_filter else 1, dtype=torch.int64, device=dev)
+    tk._tile_kernel[(n, tiles)](*proc_args,
+                                tmax, tsum, targ, cand, T_PAD=t_pad, C=C, BLOCK_V=bv,
+                                HAS_CAND=has_filter, **common)
+    m0, x_lo, s_a, pthr, minp = (torch.empty(n, **f32) for _ in range(5))
+    arg = torch.empty(n, dtype=torch.int32, device=dev)
+    status = torch.empty(n, dtype=torch.int32, device=dev)
+    mass = torch.zeros(n, t_pad, **f32)
+    tk._row_kernel[(n,)](tmax, tsum, targ, cand, k1, tiles, head.temperature, head.top_k,
+                         head.top_p, head.min_p, m0, x_lo, s_a, pthr, minp, arg, status, mass,
+                         T_PAD=t_pad, C=C, HAS_FILTER=has_filter, NEED_LAW=need_law)
+    thresholds = (m0, x_lo, s_a, pthr, minp)
+    if has_filter:
+        tk._search_kernel[(n,)](*proc_args[:4], tiles, *proc_args[4:], head.top_k, head.top_p, m0, x_lo, s_a, pthr,
+                                status, BLOCK_V=bv, **common)
+        tk._mass_kernel[(n, tiles)](*proc_args,
+                                    *thresholds, status, mass, T_PAD=t_pad, BLOCK_V=bv,
+                                    **common)
+    q_mode, q, qid, q_len = _draft_probs(draft_probs, drafts, dev)
+    tokens = torch.empty(bsz, k1, dtype=torch.int64, device=dev)
+    n_acc = torch.zeros(bsz, dtype=torch.int64, device=dev)
+    rmass = torch.zeros(bsz, t_pad, **f32)
+    draft_args = (drafts, n_draft, q, qid, q_len)
+    pre = (logits, logits.stride(1), vocab)
+    rest = proc_args[5:]
+    if k > 0:
+        tk._accept_kernel[(bsz,)](*pre, k, k1, head.temperature, *rest, head.seed,
+                                  head.position, *draft_args, *thresholds, arg, mass, n_acc,
+                                  tokens, T_PAD=t_pad, Q_MODE=q_mode, BLOCK_Q=BLOCK_Q, **common)
+        tk._residual_kernel[(bsz, tiles)](*pre, k, k1, head.temperature, *rest, *draft_args,
+                                          *thresholds, mass, n_acc, rmass, T_PAD=t_pad,
+                                          BLOCK_V=bv, Q_MODE=q_mode, BLOCK_Q=BLOCK_Q, **common)
+    tk._pick_kernel[(bsz,)](*pre, k, k1, tiles, head.temperature, *rest, head.seed,
+                            head.position, *draft_args, *thresholds, arg, mass, rmass, n_acc,
+                            tokens, T_PAD=t_pad, BLOCK_V=bv, HAS_DRAFT=k > 0, Q_MODE=q_mode,
+                            BLOCK_Q=BLOCK_Q, **common)
+    return _Raw(tokens, n_acc, n_draft)
+
+
+def _draft_probs(draft_probs: DraftProbs, drafts: torch.Tensor, dev: torch.device,
+                 ) -> tuple[int, torch.Tensor, torch.Tensor, int]:
+    """(mode, probs, ids, length): 0 none, 1 dense [B, K, V], 2 sparse [B, K, M]."""
+    if draft_probs is None:
+        dummy = torch.empty(1, dtype=torch.float32, device=dev)
+        return 0, dummy, drafts, 1
+    if isinstance(draft_probs, tuple):
+        ids, probs = draft_probs
+        return (2, probs.to(device=dev, dtype=torch.float32).contiguous(),
+                ids.to(device=dev, dtype=torch.int64).contiguous(), ids.shape[-1])
+    return 1, draft_probs.contiguous(), drafts, draft_probs.shape[-1]
