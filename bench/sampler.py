@@ -7,7 +7,11 @@ Workload: rows cycle through greedy, top-k/top-p/min-p mixes, penalties over 512
 tokens, a logit-bias entry, a grammar bitmask on a quarter of rows. The floor is one read of
 the logits (B·V·4 bytes for sample, B·(K+1)·V·4 for verify) at the device's copy bandwidth,
 measured in the same run. Prints a table and writes JSON to bench/results/sampler-<device>.json.
-Issue 4 adds baselines by appending to BASELINES (a name -> (setup, run) pair).
+
+With --baselines (CUDA): the graphed torch backend, FlashInfer `top_k_top_p_sampling_from_logits`
+(sample) and `torch.softmax` + `chain_speculative_sampling` (verify, dense draft probs), and
+`torch.topk(k=50)`, all as CUDA-graph replay medians in the same run; a baseline that cannot
+be imported or captured is reported as null. Also writes a PNG (us vs B, one panel per V).
 """
 
 from __future__ import annotations
@@ -88,8 +92,49 @@ def copy_bandwidth(device: str) -> float:
     return 2 * src.numel() / (us * 1e-6)
 
 
+def maybe(fn: Callable[[], float]) -> float | None:
+    try:
+        return fn()
+    except Exception as err:  # noqa: BLE001 - a missing or failing baseline is reported as null
+        print(f"baseline failed: {type(err).__name__}: {str(err)[:200]}", file=sys.stderr)
+        return None
+
+
+def baselines(rows: int, vocab: int, logits: torch.Tensor, drafts: torch.Tensor,
+              sample_batch: SamplingBatch, verify_batch: SamplingBatch, device: str,
+              iters: int) -> dict[str, float | None]:
+    """Graph-replay medians of the comparison points (us)."""
+    ref = Sampler("torch", device)
+    first = logits[:, 0].contiguous()
+    out: dict[str, float | None] = {
+        "torch_sample_us": maybe(lambda: timed(lambda: ref.sample(first, sample_batch),
+                                               device, iters)),
+        "torch_verify_us": maybe(lambda: timed(lambda: ref.verify(logits, drafts, verify_batch),
+                                               device, iters)),
+        "topk50_us": maybe(lambda: timed(lambda: torch.topk(first, 50, dim=-1), device, iters)),
+    }
+    top_k = torch.tensor([p.top_k or vocab for p in workload_params(rows, vocab)],
+                         dtype=torch.int32, device=device)
+    top_p = torch.tensor([p.top_p for p in workload_params(rows, vocab)], device=device)
+    q = torch.softmax(logits[:, :K].float(), -1)
+
+    def fi_sample() -> float:
+        from flashinfer.sampling import top_k_top_p_sampling_from_logits
+        return timed(lambda: top_k_top_p_sampling_from_logits(first, top_k, top_p), device, iters)
+
+    def fi_chain() -> float:
+        from flashinfer.sampling import chain_speculative_sampling
+        d32 = drafts.to(torch.int32)
+        return timed(lambda: chain_speculative_sampling(q, d32, torch.softmax(logits, -1)),
+                     device, iters)
+
+    out["flashinfer_sample_us"] = maybe(fi_sample)
+    out["flashinfer_verify_us"] = maybe(fi_chain)
+    return out
+
+
 def run_case(sampler: Sampler, rows: int, vocab: int, device: str, iters: int,
-             bandwidth: float) -> dict[str, float | int]:
+             bandwidth: float, with_baselines: bool = False) -> dict[str, float | int | None]:
     g = torch.Generator(device=device).manual_seed(1)
     logits = torch.randn(rows, K + 1, vocab, device=device, generator=g) * 3
     drafts = logits[:, :K].argmax(-1)
@@ -99,8 +144,58 @@ def run_case(sampler: Sampler, rows: int, vocab: int, device: str, iters: int,
     sample_us = timed(lambda: sampler.sample(first, sample_batch), device, iters)
     verify_us = timed(lambda: sampler.verify(logits, drafts, verify_batch), device, iters)
     floor_s = rows * vocab * 4 / bandwidth * 1e6
-    return {"B": rows, "V": vocab, "sample_us": sample_us, "verify_us": verify_us,
-            "sample_floor_us": floor_s, "verify_floor_us": floor_s * (K + 1)}
+    row: dict[str, float | int | None] = {
+        "B": rows, "V": vocab, "sample_us": sample_us, "verify_us": verify_us,
+        "sample_floor_us": floor_s, "verify_floor_us": floor_s * (K + 1)}
+    if with_baselines:
+        row.update(baselines(rows, vocab, logits, drafts, sample_batch, verify_batch, device,
+                             iters))
+    print(row, file=sys.stderr, flush=True)
+    return row
+
+
+def ratio(num: object, den: object) -> str:
+    if not isinstance(num, float | int) or not isinstance(den, float | int) or not den:
+        return "-"
+    return f"{num / den:.1f}"
+
+
+def print_baseline_table(rows: list[dict]) -> None:
+    print(f"{'B':>4} {'V':>7} | {'sample':>7} {'xfl':>5} {'torch/':>6} {'FI/':>5} "
+          f"{'topk':>6} | {'verify':>7} {'xfl':>5} {'torch/':>6} {'FI/':>5}")
+    for r in rows:
+        print(f"{r['B']:>4} {r['V']:>7} | {r['sample_us']:>7.1f} "
+              f"{ratio(r['sample_us'], r['sample_floor_us']):>5} "
+              f"{ratio(r.get('torch_sample_us'), r['sample_us']):>6} "
+              f"{ratio(r.get('flashinfer_sample_us'), r['sample_us']):>5} "
+              f"{r.get('topk50_us') or 0:>6.1f} | {r['verify_us']:>7.1f} "
+              f"{ratio(r['verify_us'], r['verify_floor_us']):>5} "
+              f"{ratio(r.get('torch_verify_us'), r['verify_us']):>6} "
+              f"{ratio(r.get('flashinfer_verify_us'), r['verify_us']):>5}")
+    print("xfl = x floor; torch/ and FI/ = speed-up over that baseline (baseline us / ours)")
+
+
+def plot(rows: list[dict], path: Path) -> None:
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return
+    vocabs = sorted({r["V"] for r in rows})
+    fig, axes = plt.subplots(1, len(vocabs), figsize=(5 * len(vocabs), 4), squeeze=False)
+    keys = ["sample_us", "verify_us", "sample_floor_us", "verify_floor_us", "torch_sample_us",
+            "torch_verify_us", "flashinfer_sample_us", "flashinfer_verify_us", "topk50_us"]
+    for ax, v in zip(axes[0], vocabs):
+        sel = [r for r in rows if r["V"] == v]
+        for key in keys:
+            pts = [(r["B"], r[key]) for r in sel if r.get(key)]
+            if pts:
+                ax.plot(*zip(*pts), marker="o", label=key.replace("_us", ""))
+        ax.set(xscale="log", yscale="log", xlabel="B", ylabel="us", title=f"V={v}")
+    axes[0][0].legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
 
 
 def main() -> None:
@@ -110,12 +205,14 @@ def main() -> None:
     ap.add_argument("--batch", type=int, nargs="+", default=[1, 16, 64])
     ap.add_argument("--vocab", type=int, nargs="+", default=[32000, 128256])
     ap.add_argument("--iters", type=int, default=0, help="timed calls (default: 5 CPU, 50 GPU)")
+    ap.add_argument("--baselines", action="store_true", help="also time the baselines (CUDA)")
+    ap.add_argument("--out", default=str(RESULTS), help="folder for JSON/PNG")
     args = ap.parse_args()
     iters = args.iters or (5 if args.device == "cpu" else 50)
     sampler = Sampler(args.backend, args.device)
     name = torch.cuda.get_device_name() if args.device == "cuda" else "cpu"
     bandwidth = copy_bandwidth(args.device)
-    rows = [run_case(sampler, b, v, args.device, iters, bandwidth)
+    rows = [run_case(sampler, b, v, args.device, iters, bandwidth, args.baselines)
             for v in args.vocab for b in args.batch]
     print(f"device={name} backend={sampler.backend} copy={bandwidth / 1e9:.1f} GB/s K={K}")
     print(f"{'B':>4} {'V':>7} {'sample us':>11} {'x floor':>8} {'verify us':>11} {'x floor':>8}")
@@ -123,8 +220,13 @@ def main() -> None:
         print(f"{r['B']:>4} {r['V']:>7} {r['sample_us']:>11.0f} "
               f"{r['sample_us'] / r['sample_floor_us']:>8.1f} {r['verify_us']:>11.0f} "
               f"{r['verify_us'] / r['verify_floor_us']:>8.1f}")
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    out = RESULTS / f"sampler-{name.replace(' ', '_')}-{sampler.backend}.json"
+    if args.baselines:
+        print_baseline_table(rows)
+    results = Path(args.out)
+    results.mkdir(parents=True, exist_ok=True)
+    out = results / f"sampler-{name.replace(' ', '_')}-{sampler.backend}.json"
+    if args.baselines:
+        plot(rows, out.with_suffix(".png"))
     out.write_text(json.dumps({"device": name, "backend": sampler.backend, "K": K,
                                "copy_bytes_per_s": bandwidth, "rows": rows}, indent=1))
     print(f"wrote {out}")

@@ -43,7 +43,7 @@ def block_v(vocab: int) -> int:
     if env:
         return int(env)
     if os.environ.get("TRITON_INTERPRET") == "1":
-        return 128 if vocab > 128 else 64
+        return 256 if vocab > 256 else 64
     return 2048
 
 
