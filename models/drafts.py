@@ -4,8 +4,8 @@ Draft specs (``make_draft(spec, target, ...)``):
   ``self:N``      early exit: the target's first N layers + its final norm and LM head. In the
                   target's process and device it shares the target's weights (no copy); on
                   another device it is copied there.
-  ``quant:int8``  the whole target with int8 weights: torch's dynamic int8 quantisation on the
-                  CPU (int8 matmuls), per-channel weight-only int8 on a GPU.
+  ``quant:int8``  the whole target with per-channel int8 weights: W8A8 with per-token
+                  activation scales and int8 matmuls on the CPU, weight-only on a GPU.
   ``ngram:N``     model-free prompt lookup: propose the tokens that followed the latest
                   earlier occurrence of the last N tokens (pays off on repetitive text).
   anything else   a model spec for ``load_model`` (embedded:..., a directory, a .gguf file):
@@ -58,31 +58,43 @@ Draft = ModelDraft | NgramDraft
 
 
 class Int8Linear(nn.Module):
-    """Weight-only int8 linear layer (per-output-channel symmetric scale)."""
+    """Int8 linear layer: per-output-channel symmetric int8 weights.
+
+    On the CPU the activations are quantised too, per row (per token), and multiplied with
+    ``torch._int_mm`` (int8 x int8 -> exact int32): fast, and each row's result depends on
+    that row alone, so a batched draft proposes exactly what it would alone (seeded requests
+    repeat across batch compositions). Elsewhere it is weight-only (dequantised on the fly).
+    """
 
     def __init__(self, linear: nn.Linear):
         super().__init__()
         w = linear.weight.detach().float()
-        scale = w.abs().amax(dim=1, keepdim=True).clamp(min=1e-8) / 127.0
+        scale = w.abs().amax(dim=1).clamp(min=1e-8) / 127.0
         self.qweight: torch.Tensor
+        self.qweight_t: torch.Tensor
         self.scale: torch.Tensor
-        self.register_buffer("qweight", torch.round(w / scale).to(torch.int8))
-        self.register_buffer("scale", scale.to(linear.weight.dtype))
+        q = torch.round(w / scale[:, None]).to(torch.int8)
+        self.register_buffer("qweight", q)  # [N, K]
+        self.register_buffer("qweight_t", q.t().contiguous())  # [K, N] for _int_mm
+        self.register_buffer("scale", scale)  # [N] float32
         self.bias = None if linear.bias is None else nn.Parameter(linear.bias.detach().clone())
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        w = self.qweight.to(x.dtype) * self.scale.to(x.dtype)
-        return nn.functional.linear(x, w, None if self.bias is None else self.bias.to(x.dtype))
+        if x.device.type == "cpu":
+            flat = x.reshape(-1, x.shape[-1]).float()
+            xs = flat.abs().amax(dim=1, keepdim=True).clamp(min=1e-8) / 127.0
+            xq = torch.round(flat / xs).to(torch.int8)
+            out = torch._int_mm(xq, self.qweight_t).float() * xs * self.scale
+            out = out.view(*x.shape[:-1], -1).to(x.dtype)
+        else:
+            w = self.qweight.to(x.dtype) * self.scale.to(x.dtype)[:, None]
+            out = nn.functional.linear(x, w)
+        return out if self.bias is None else out + self.bias.to(x.dtype)
 
 
 def quantize_int8(model: CausalLM, device: torch.device) -> CausalLM:
-    """A copy of ``model`` with int8 weights for every linear layer."""
+    """A copy of ``model`` with int8 weights for every linear layer (``Int8Linear``)."""
     qmodel = copy.deepcopy(model).to(device)
-    if device.type == "cpu":
-        with torch.no_grad():
-            qmodel = torch.ao.quantization.quantize_dynamic(qmodel, {nn.Linear},
-                                                            dtype=torch.qint8)
-        return qmodel.eval()
     for module in list(qmodel.modules()):
         for child_name, child in list(module.named_children()):
             if isinstance(child, nn.Linear):

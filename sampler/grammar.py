@@ -20,6 +20,11 @@ _LOCK = threading.Lock()
 _COMPILERS: dict[tuple[int, int], xgr.GrammarCompiler] = {}
 
 
+def _bit(i: int) -> int:
+    """Bit i of an int32 word, as a signed int32 value."""
+    return (1 << i) - (1 << 32) if i == 31 else 1 << i
+
+
 def bitmask_words(vocab_size: int) -> int:
     return (vocab_size + 31) // 32
 
@@ -67,7 +72,17 @@ class GrammarState:
         self.matcher = xgr.GrammarMatcher(self.compiled, max_rollback_tokens=-1)
 
     def fill(self, out: torch.Tensor) -> None:
-        """Write the allowed-next-token mask into out: [ceil(V/32)] int32 (CPU)."""
+        """Write the allowed-next-token mask into out: [ceil(V/32)] int32 (CPU).
+
+        After the grammar has accepted its stop token nothing may follow but stop tokens
+        (a request that ignores EOS keeps emitting them).
+        """
+        if self.matcher.is_terminated():
+            out.zero_()
+            for tok in self.compiled.tokenizer_info.stop_token_ids:
+                if 0 <= tok < self.vocab_size:
+                    out[tok // 32] |= _bit(tok % 32)
+            return
         self.matcher.fill_next_token_bitmask(out.view(1, -1), 0)
 
     def accept(self, token: int) -> bool:
@@ -93,10 +108,10 @@ def fill_verify_bitmasks(state: GrammarState, drafts: list[int], out: torch.Tens
     advanced = 0
     state.fill(out[0])
     for tok in drafts[: out.shape[0] - 1]:
-        if not state.accept(tok):
+        if state.terminated or not state.accept(tok):
             break
         advanced += 1
-        state.fill(out[advanced])
+        state.fill(out[advanced])  # stop tokens only, once the grammar has terminated
     out[advanced + 1 :] = out[advanced]
     state.rollback(advanced)
 

@@ -168,7 +168,7 @@ def test_int8_draft_is_quantised_and_close(embedded):
     lm = from_hf(embedded.model)
     draft = make_draft("quant:int8", embedded, lm)
     kinds = {type(m).__name__ for m in draft.model.modules()}
-    assert "LinearPackedParams" in kinds or "Int8Linear" in kinds, kinds  # int8 weights
+    assert "Int8Linear" in kinds and "Linear" not in kinds, kinds  # every linear is int8
     ids = embedded.tokenizer("The history of the Roman Empire spans many centuries, "
                              "beginning with the founding of Rome and ending").input_ids
     logits = []
@@ -189,8 +189,8 @@ def test_int8_weight_only_linear_matches_dequantised_reference():
     q = Int8Linear(lin)
     assert q.qweight.dtype == torch.int8
     x = torch.randn(4, 32)
-    ref = x @ (q.qweight.float() * q.scale).T + lin.bias
-    assert torch.allclose(q(x), ref, atol=1e-5)
+    # each row's result depends on that row alone (per-token activation scale, exact int32)
+    assert torch.equal(q(x)[2:3], q(x[2:3]))
     assert (q(x) - lin(x)).abs().max() < 0.05
 
 
