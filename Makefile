@@ -8,7 +8,7 @@ MAX_NEW ?= 64
 MODEL   ?= embedded:smollm2-135m
 DRAFT   ?=
 
-.PHONY: setup test test-gpu check bench generate clean
+.PHONY: setup serve test test-gpu check bench bench-serve generate clean
 
 setup: $(STAMP)
 
@@ -22,6 +22,11 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install -q -e '.[dev]'
 	touch $(STAMP)
 
+# The OpenAI-compatible server on :8000 (CPU demo config); Ctrl-C stops it.
+serve: setup
+	@echo "[sonicspec] starting Ray Serve with deploy/local.yaml (first start: ~30 s) ..."
+	$(BIN)/python -m deploy.launch deploy/local.yaml   # = serve run deploy/local.yaml, plus a ready line
+
 test: setup
 	$(BIN)/python -m pytest -q
 
@@ -34,6 +39,9 @@ check: setup
 
 bench: setup
 	$(BIN)/python bench/drafts.py
+
+bench-serve: setup
+	$(BIN)/python bench/serve.py
 
 generate: setup
 	$(BIN)/python -m models.generate --model "$(MODEL)" $(if $(DRAFT),--draft "$(DRAFT)") \

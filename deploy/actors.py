@@ -51,7 +51,7 @@ class _Timed:
         return out, time.perf_counter() - t0
 
 
-@ray.remote(max_concurrency=1)
+@ray.remote  # sequential: calls run one at a time, in submission order
 class TargetActor(_Timed):
     """The target model: ``TargetWorker`` over a ``ModelRunner`` on this actor's device."""
 
@@ -86,13 +86,13 @@ class TargetActor(_Timed):
         self.worker.free(slots)
 
 
-@ray.remote(max_concurrency=1)
+@ray.remote  # sequential: calls run one at a time, in submission order
 class DraftActor(_Timed):
     """The draft: ``DraftWorker`` over its own runner (none for ``ngram:N``)."""
 
     def __init__(self, args: AppArgs):
         from deploy.workers import DraftWorker
-        from models.drafts import ModelDraft, NgramDraft, make_draft
+        from models.drafts import Draft, ModelDraft, NgramDraft, make_draft
         from models.loader import load_model
         from models.runner import ModelRunner
         from models.transformer import from_hf
@@ -101,6 +101,7 @@ class DraftActor(_Timed):
         assert args.draft is not None
         device, dtype = _device_and_dtype(args.dtype)
         runner = None
+        draft: Draft
         if args.draft.startswith("ngram:"):
             # make_draft wants the target even for prompt lookup, which needs no model
             draft = NgramDraft(int(args.draft[6:]), args.draft)
@@ -127,10 +128,11 @@ class DraftActor(_Timed):
 def spawn(args: AppArgs) -> tuple[Any, Any | None]:
     """Start the target and (if any) the draft actor with their configured resources."""
     opts = lambda r: {"num_gpus": r.num_gpus, "num_cpus": r.num_cpus}  # noqa: E731
-    target = TargetActor.options(**opts(args.target_actor)).remote(args)
+    target = TargetActor.options(**opts(args.target_actor)).remote(args)  # type: ignore[attr-defined]
     draft = None
     if args.draft:
-        draft = DraftActor.options(**opts(args.draft_actor)).remote(args)
+        draft = DraftActor.options(  # type: ignore[attr-defined]
+            **opts(args.draft_actor)).remote(args)
     return target, draft
 
 

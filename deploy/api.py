@@ -74,7 +74,7 @@ class OpenAIServer:
         if body.model != self.model:
             raise ApiError(f"the model {body.model!r} does not exist; this server serves "
                            f"{self.model!r}", "model", code="model_not_found")
-        gen = self.engine.options(stream=True).generate.remote(generate_request(body))
+        gen: Any = self.engine.options(stream=True).generate.remote(generate_request(body))
         first = await gen.__anext__()
         if "error" in first:
             raise ApiError(**responses.unpack_error(first))

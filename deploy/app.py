@@ -6,7 +6,8 @@ rejected). ``k_max`` and ``adaptive`` become the engine's ``user_config``, so a 
 of only those reconfigures the live replica instead of restarting it.
 """
 
-from __future__ import annotations
+# No `from __future__ import annotations`: Serve reads the builder's real `AppArgs`
+# annotation to validate the config's `args:` against it.
 
 from ray.serve import Application
 
@@ -20,6 +21,7 @@ LIGHT = {"num_cpus": 0}
 
 
 def build_app(args: AppArgs) -> Application:
-    engine = LLMEngine.options(ray_actor_options=LIGHT,
-                               user_config=args.knobs.model_dump()).bind(args)
-    return OpenAIServer.options(ray_actor_options=LIGHT).bind(engine, args)
+    engine = LLMEngine.options(  # type: ignore[attr-defined]
+        ray_actor_options=LIGHT, user_config=args.knobs.model_dump()).bind(args)
+    return OpenAIServer.options(  # type: ignore[attr-defined]
+        ray_actor_options=LIGHT).bind(engine, args)

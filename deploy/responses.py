@@ -72,7 +72,9 @@ class Format:
 
 
 async def collect(gen, fmt: Format) -> JSONResponse:
-    text, logprobs, last = [], [], {}
+    text: list[str] = []
+    logprobs: list[dict[str, Any]] = []
+    last: dict[str, Any] = {}
     async for item in gen:
         text.append(item["text"])
         logprobs.extend(item.get("logprobs") or [])
