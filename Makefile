@@ -39,6 +39,8 @@ check: setup
 
 bench: setup
 	$(BIN)/python bench/drafts.py
+	$(BIN)/python bench/engine.py
+	$(BIN)/python bench/sampler.py
 
 bench-serve: setup
 	$(BIN)/python bench/serve.py

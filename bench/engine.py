@@ -1,0 +1,90 @@
+"""Engine throughput on the CPU with the embedded pair: speculation k in {0, 2, 4, 6} and
+adaptive, batch 1 and 8, against target-only decoding (no draft) measured in the same run.
+
+    python bench/engine.py [--draft quant:int8] [--max-tokens 48]
+
+Prints a table and writes bench/results/engine-cpu.json. Greedy requests, so every
+configuration must produce the target-only text (checked).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+import torch
+
+from deploy.local_engine import DEFAULT_DRAFT, build_engine
+from models.loader import load_model
+from sampler import SamplingParams
+from scheduler import Request
+
+PROMPTS = [
+    "Explain why the sky is blue.", "Write a Python function that reverses a string.",
+    "List the planets of the solar system.", "What is speculative decoding?",
+    "Give three tips for writing clear code.", "Summarise the plot of Hamlet.",
+    "Translate 'good morning' into French, Spanish and German.", "Count from 1 to 20.",
+]
+
+
+def run_config(loaded, draft, k, adaptive, batch, max_tokens):
+    tok = loaded.tokenizer
+    eng = build_engine(loaded, draft, max_slots=batch, max_seq_len=256, k_max=k,
+                       adaptive=adaptive, backend="torch")
+    reqs = []
+    for i in range(batch):
+        text = tok.apply_chat_template([{"role": "user", "content": PROMPTS[i]}],
+                                       add_generation_prompt=True, tokenize=False)
+        reqs.append(Request(f"r{i}", tok(text, add_special_tokens=False).input_ids,
+                            SamplingParams(temperature=0.0), max_tokens=max_tokens,
+                            ignore_eos=True))
+    for r in reqs:
+        eng.add(r)
+    start = time.perf_counter()
+    while eng.has_work():
+        eng.step()
+    seconds = time.perf_counter() - start
+    st = eng.scheduler.stats()
+    outputs = [r.output_ids for r in reqs]
+    return dict(tokens=st.emitted_tokens, seconds=seconds, tok_s=st.emitted_tokens / seconds,
+                drafted=st.drafted_tokens, accepted=st.accepted_tokens,
+                mean_accept_len=st.mean_acceptance_length), outputs
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--draft", default=DEFAULT_DRAFT)
+    ap.add_argument("--max-tokens", type=int, default=48)
+    ap.add_argument("--batches", nargs="+", type=int, default=[1, 8])
+    args = ap.parse_args()
+    loaded = load_model()
+    rows = []
+    configs = [("target-only", None, 0, False)] + [
+        (f"k={k}", args.draft, k, False) for k in (0, 2, 4, 6)] + [
+        ("adaptive", args.draft, 6, True)]
+    for batch in args.batches:
+        base = None
+        for name, draft, k, adaptive in configs:
+            res, outputs = run_config(loaded, draft, k, adaptive, batch, args.max_tokens)
+            if base is None:
+                base, base_out = res, outputs
+            assert outputs == base_out, f"{name}: greedy output differs from target-only"
+            res.update(config=name, batch=batch, speedup=res["tok_s"] / base["tok_s"])
+            rows.append(res)
+            print(f"batch {batch:2d} {name:12s} {res['tok_s']:7.1f} tok/s", flush=True)
+    print(f"\nEngine, embedded SmolLM2-135M target + {args.draft} draft, fp32 CPU "
+          f"({torch.get_num_threads()} threads), greedy, {args.max_tokens} tokens/request")
+    print(f"{'batch':>5} {'config':12} {'tok/s':>7} {'accept':>7} {'tok/step':>8} {'speedup':>8}")
+    for r in rows:
+        acc = r["accepted"] / r["drafted"] if r["drafted"] else float("nan")
+        print(f"{r['batch']:5d} {r['config']:12} {r['tok_s']:7.1f} {acc:7.2f} "
+              f"{r['mean_accept_len']:8.2f} {r['speedup']:7.2f}x")
+    out = Path(__file__).parent / "results" / "engine-cpu.json"
+    out.write_text(json.dumps(dict(device="cpu", draft=args.draft, rows=rows), indent=1))
+    print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()
