@@ -9,18 +9,23 @@ measured in the same run. Prints a table and writes bench/results/drafts-<device
 
 from __future__ import annotations
 
-import argparse
-import json
-import platform
+import sys
 from pathlib import Path
 
-import torch
+# bench/sampler.py would shadow the sampler package: put the repository root first.
+sys.path[0] = str(Path(__file__).resolve().parents[1])
 
-from models.drafts import ModelDraft, make_draft
-from models.generate import generate, speculative_generate
-from models.loader import load_model
-from models.runner import ModelRunner
-from models.transformer import from_hf
+import argparse  # noqa: E402
+import json  # noqa: E402
+import platform  # noqa: E402
+
+import torch  # noqa: E402
+
+from models.drafts import ModelDraft, make_draft  # noqa: E402
+from models.generate import generate, speculative_generate  # noqa: E402
+from models.loader import load_model  # noqa: E402
+from models.runner import ModelRunner  # noqa: E402
+from models.transformer import from_hf  # noqa: E402
 
 PROMPTS = {
     "chat": "Explain in a few sentences why the sky is blue.",

@@ -9,17 +9,22 @@ configuration must produce the target-only text (checked).
 
 from __future__ import annotations
 
-import argparse
-import json
-import time
+import sys
 from pathlib import Path
 
-import torch
+# bench/sampler.py would shadow the sampler package: put the repository root first.
+sys.path[0] = str(Path(__file__).resolve().parents[1])
 
-from deploy.local_engine import DEFAULT_DRAFT, build_engine
-from models.loader import load_model
-from sampler import SamplingParams
-from scheduler import Request
+import argparse  # noqa: E402
+import json  # noqa: E402
+import time  # noqa: E402
+
+import torch  # noqa: E402
+
+from deploy.local_engine import DEFAULT_DRAFT, build_engine  # noqa: E402
+from models.loader import load_model  # noqa: E402
+from sampler import SamplingParams  # noqa: E402
+from scheduler import Request  # noqa: E402
 
 PROMPTS = [
     "Explain why the sky is blue.", "Write a Python function that reverses a string.",
