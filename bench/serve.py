@@ -36,6 +36,9 @@ import yaml
 from tqdm import tqdm
 
 ROOT = Path(__file__).resolve().parents[1]
+# `python bench/serve.py` puts bench/ first on sys.path, where bench/sampler.py would shadow
+# the sampler package (in this process and in Ray's workers, which copy the driver's path).
+sys.path[:] = [str(ROOT)] + [p for p in sys.path if Path(p or ".").resolve() != ROOT / "bench"]
 PROMPTS = [
     "Explain in a few sentences why the sky is blue.",
     "Write a short poem about the sea.",

@@ -26,14 +26,15 @@ per-step path is exactly the engine's model calls:
 * admission step: ``target.prefill`` adds 1 hop; ``free`` is fire-and-forget (0 hops:
   calls from one caller to a sequential actor run in order).
 
-Measured per-hop Ray overhead (round trip minus in-actor compute, ``GET /stats`` and
-``bench/serve.py``), see the README table: ~2-3 ms p50 per hop on this busy 2-core CPU
-(issue's reference: 1.3 ms p50 idle), i.e. ~5 ms per speculative step against ~300 ms of
-CPU compute per step (<2 %). On GPUs, where a step of a small model is a few ms, the two
-hops (2.3-2.7 ms p50 measured on an H200 host) matter; the next step is a Ray Compiled
+Measured per-hop Ray overhead (round trip minus in-actor compute, from ``GET /stats``;
+``bench/serve.py``, results in ``bench/results/serve-cpu.json``) on this shared 2-core CPU
+under load: propose 3.2-3.4 ms p50 (7-14 ms p99), verify 2.6-2.9 ms p50 (~5 ms p99); the
+issue's idle reference is 1.3 ms p50. That is ~6 ms per speculative step against ~250-300
+ms of CPU compute per step (~2 %). On GPUs, where a step of a small model is a few ms, the
+two hops (2.3-2.7 ms p50 measured on an H200 host) matter; the next step is a Ray Compiled
 Graph for the draft -> target chain (0.68 ms p50 for both hops on H200), which needs a
-fused propose+verify call in the engine protocol (``scheduler/``), or overlapping the
-next step's propose with this step's verify.
+fused propose+verify call in the engine protocol (``scheduler/``), or overlapping the next
+step's propose with this step's verify.
 
 Ingress -> engine costs one streaming handle message per engine event (per request per
 step), which is off the model actors' critical path.
