@@ -290,3 +290,25 @@ def test_hop_times_are_measured(server, client) -> None:
         assert h["calls"] > 0
         assert 0 < h["hop_p50_ms"] <= h["hop_p99_ms"]
         assert h["hop_p50_ms"] < h["round_trip_p50_ms"]
+
+
+def test_client_disconnect_aborts_the_request(server) -> None:
+    """Property: a streaming client that goes away frees its slot (the engine aborts the
+    request instead of generating the remaining tokens)."""
+    import time
+
+    def aborted() -> int:
+        return httpx.get(f"{server}/stats").json()["engine"]["requests_by_status"].get(
+            "aborted", 0)
+
+    before = aborted()
+    body = {"model": MODEL, "prompt": "Tell me a long story.", "max_tokens": 200,
+            "ignore_eos": True, "stream": True}
+    with httpx.stream("POST", f"{server}/v1/completions", json=body, timeout=60) as r:
+        for line in r.iter_lines():
+            if line.startswith("data: "):
+                break  # one chunk, then hang up
+    deadline = time.monotonic() + 30
+    while aborted() == before and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert aborted() == before + 1
