@@ -32,6 +32,7 @@ sys.path[0] = str(Path(__file__).resolve().parents[1])
 from sampler import Sampler, SamplingBatch, SamplingParams  # noqa: E402
 
 K = 4
+SCALE = [3.0]  # logits = randn * SCALE (3: flat, high entropy; 8: peaked, LLM-like top mass)
 RESULTS = Path(__file__).parent / "results"
 
 
@@ -136,7 +137,7 @@ def baselines(rows: int, vocab: int, logits: torch.Tensor, drafts: torch.Tensor,
 def run_case(sampler: Sampler, rows: int, vocab: int, device: str, iters: int,
              bandwidth: float, with_baselines: bool = False) -> dict[str, float | int | None]:
     g = torch.Generator(device=device).manual_seed(1)
-    logits = torch.randn(rows, K + 1, vocab, device=device, generator=g) * 3
+    logits = torch.randn(rows, K + 1, vocab, device=device, generator=g) * SCALE[0]
     drafts = logits[:, :K].argmax(-1)
     sample_batch = make_batch(rows, vocab, 1, device)
     verify_batch = make_batch(rows, vocab, K + 1, device)
@@ -207,7 +208,9 @@ def main() -> None:
     ap.add_argument("--iters", type=int, default=0, help="timed calls (default: 5 CPU, 50 GPU)")
     ap.add_argument("--baselines", action="store_true", help="also time the baselines (CUDA)")
     ap.add_argument("--out", default=str(RESULTS), help="folder for JSON/PNG")
+    ap.add_argument("--scale", type=float, default=3.0, help="logits = randn * scale")
     args = ap.parse_args()
+    SCALE[0] = args.scale
     iters = args.iters or (5 if args.device == "cpu" else 50)
     sampler = Sampler(args.backend, args.device)
     name = torch.cuda.get_device_name() if args.device == "cuda" else "cpu"
@@ -224,10 +227,12 @@ def main() -> None:
         print_baseline_table(rows)
     results = Path(args.out)
     results.mkdir(parents=True, exist_ok=True)
-    out = results / f"sampler-{name.replace(' ', '_')}-{sampler.backend}.json"
+    tag = "" if args.scale == 3.0 else f"-scale{args.scale:g}"
+    out = results / f"sampler-{name.replace(' ', '_')}-{sampler.backend}{tag}.json"
     if args.baselines:
         plot(rows, out.with_suffix(".png"))
     out.write_text(json.dumps({"device": name, "backend": sampler.backend, "K": K,
+                               "logit_scale": args.scale,
                                "copy_bytes_per_s": bandwidth, "rows": rows}, indent=1))
     print(f"wrote {out}")
 
