@@ -312,3 +312,16 @@ def test_client_disconnect_aborts_the_request(server) -> None:
     while aborted() == before and time.monotonic() < deadline:
         time.sleep(0.2)
     assert aborted() == before + 1
+
+
+def test_stop_string_and_logit_bias(client) -> None:
+    """Property: a stop string ends the text just before its first occurrence (finish
+    "stop"); a +100 logit_bias makes greedy decoding pick that token every time."""
+    kwargs = dict(model=MODEL, prompt="The alphabet: a, b, c,", max_tokens=12, temperature=0,
+                  extra_body={"ignore_eos": True})
+    full = client.completions.create(**kwargs).choices[0].text
+    stop = full[4:7]
+    cut = client.completions.create(**kwargs, stop=[stop]).choices[0]
+    assert cut.finish_reason == "stop" and cut.text == full[:full.index(stop)]
+    biased = client.completions.create(**kwargs, logit_bias={"42": 100}, logprobs=0)
+    assert len(set(biased.choices[0].logprobs.tokens)) == 1
