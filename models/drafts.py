@@ -125,12 +125,12 @@ def make_draft(spec: str, target: LoadedModel, target_lm: CausalLM | None = None
                device: str | torch.device | None = None,
                dtype: torch.dtype | None = None) -> Draft:
     """Build the draft named by ``spec`` for ``target`` (see module docstring)."""
+    if spec.startswith("ngram:"):  # model-free: needs nothing of the target
+        return NgramDraft(_int_arg(spec, "ngram:"), spec)
     target_lm = target_lm if target_lm is not None else from_hf(target.model)
     param = next(target_lm.parameters())
     device = torch.device(device) if device is not None else param.device
     dtype = dtype or param.dtype
-    if spec.startswith("ngram:"):
-        return NgramDraft(_int_arg(spec, "ngram:"), spec)
     if spec.startswith("self:"):
         lm = from_hf(target.model, num_layers=_int_arg(spec, "self:"))
         return ModelDraft(lm.to(device=device, dtype=dtype), spec)
