@@ -155,6 +155,40 @@ def run_case(sampler: Sampler, rows: int, vocab: int, device: str, iters: int,
     return row
 
 
+def profile_case(sampler: Sampler, rows: int, vocab: int, iters: int = 10) -> list[str]:
+    """Device time per kernel (torch.profiler, eager calls) for sample and verify."""
+    from torch.profiler import ProfilerActivity
+    from torch.profiler import profile as torch_profile
+
+    g = torch.Generator(device="cuda").manual_seed(1)
+    logits = torch.randn(rows, K + 1, vocab, device="cuda", generator=g) * SCALE[0]
+    drafts = logits[:, :K].argmax(-1)
+    sample_batch = make_batch(rows, vocab, 1, "cuda")
+    verify_batch = make_batch(rows, vocab, K + 1, "cuda")
+    first = logits[:, 0].contiguous()
+    lines = []
+    for name, fn in (("sample", lambda: sampler.sample(first, sample_batch)),
+                     ("verify", lambda: sampler.verify(logits, drafts, verify_batch))):
+        for _ in range(3):
+            fn()
+        torch.cuda.synchronize()
+        with torch_profile(activities=[ProfilerActivity.CUDA]) as prof:
+            for _ in range(iters):
+                fn()
+            torch.cuda.synchronize()
+        per: dict[str, float] = {}
+        for ev in prof.events():
+            if ev.device_type == torch.autograd.DeviceType.CUDA:
+                key = ev.name[:40]
+                per[key] = per.get(key, 0.0) + ev.device_time / iters
+        total = sum(per.values())
+        parts = ", ".join(f"{k} {v:.1f}" for k, v in sorted(per.items(), key=lambda kv: -kv[1])
+                          if v >= 0.02 * total)
+        lines.append(f"{name} B={rows} V={vocab} scale={SCALE[0]:g}: {total:.1f} us = {parts}")
+        print(lines[-1], flush=True)
+    return lines
+
+
 def ratio(num: object, den: object) -> str:
     if not isinstance(num, float | int) or not isinstance(den, float | int) or not den:
         return "-"
@@ -209,8 +243,15 @@ def main() -> None:
     ap.add_argument("--baselines", action="store_true", help="also time the baselines (CUDA)")
     ap.add_argument("--out", default=str(RESULTS), help="folder for JSON/PNG")
     ap.add_argument("--scale", type=float, default=3.0, help="logits = randn * scale")
+    ap.add_argument("--profile", action="store_true", help="device time per kernel (CUDA)")
     args = ap.parse_args()
     SCALE[0] = args.scale
+    if args.profile:
+        prof_sampler = Sampler(args.backend, args.device)
+        for v in args.vocab:
+            for b in args.batch:
+                profile_case(prof_sampler, b, v)
+        return
     iters = args.iters or (5 if args.device == "cpu" else 50)
     sampler = Sampler(args.backend, args.device)
     name = torch.cuda.get_device_name() if args.device == "cuda" else "cpu"

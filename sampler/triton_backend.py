@@ -35,6 +35,12 @@ from sampler.torch_backend import DraftProbs, _expand_positions
 
 C = 16  # candidates per tile
 BLOCK_Q = 8
+# tl.topk for the tile candidates: off by default (measured slower on an H200 than 16 rounds
+# of max-and-remove, bench/NOTES-sampler.md run 3); SONICSPEC_TOPK=1 for measurements.
+TOPK = os.environ.get("SONICSPEC_TOPK") == "1" and os.environ.get("TRITON_INTERPRET") != "1"
+# No multiply-add contraction: `x - f * count` must round twice, as torch computes it.
+OPTS: dict[str, bool] = ({} if os.environ.get("TRITON_INTERPRET") == "1"
+                         else {"enable_fp_fusion": os.environ.get("SONICSPEC_FAST_MATH") == "1"})
 
 
 def block_v(vocab: int) -> int:
@@ -123,7 +129,7 @@ def _run(logits: torch.Tensor, drafts: torch.Tensor, batch: SamplingBatch,
             hist_ids, hist_counts, hist_ids.shape[1], bias_ids, bias_values, bias_ids.shape[1],
             drafts, n_draft, k, k1, bits, cnt, bias, vocab, words,
             HAS_HIST=head.any_penalty, HAS_BIAS=head.any_bias, HAS_EXTRA=has_extra,
-            BLOCK_H=64, BLOCK_K=tk.next_pow2(k))
+            BLOCK_H=64, BLOCK_K=tk.next_pow2(k), **OPTS)
     else:
         bits = cnt = bias = torch.empty(1, dtype=torch.int32, device=dev)
     has_filter = head.max_top_k > 0 or head.any_top_p or head.any_min_p
@@ -138,21 +144,22 @@ def _run(logits: torch.Tensor, drafts: torch.Tensor, batch: SamplingBatch,
     cand = torch.empty(n, t_pad, C if has_filter else 1, dtype=torch.int64, device=dev)
     tk._tile_kernel[(n, tiles)](*proc_args,
                                 tmax, tsum, targ, cand, T_PAD=t_pad, C=C, BLOCK_V=bv,
-                                HAS_CAND=has_filter, **common)
+                                HAS_CAND=has_filter, TOPK=TOPK, **common,
+                                **OPTS)
     m0, x_lo, s_a, pthr, minp = (torch.empty(n, **f32) for _ in range(5))
     arg = torch.empty(n, dtype=torch.int32, device=dev)
     status = torch.empty(n, dtype=torch.int32, device=dev)
     mass = torch.zeros(n, t_pad, **f32)
     tk._row_kernel[(n,)](tmax, tsum, targ, cand, k1, tiles, head.temperature, head.top_k,
                          head.top_p, head.min_p, m0, x_lo, s_a, pthr, minp, arg, status, mass,
-                         T_PAD=t_pad, C=C, HAS_FILTER=has_filter, NEED_LAW=need_law)
+                         T_PAD=t_pad, C=C, HAS_FILTER=has_filter, NEED_LAW=need_law, **OPTS)
     thresholds = (m0, x_lo, s_a, pthr, minp)
     if has_filter:
-        tk._search_kernel[(n,)](*proc_args[:4], tiles, *proc_args[4:], head.top_k, head.top_p, m0, x_lo, s_a, pthr,
-                                status, BLOCK_V=bv, **common)
+        tk._search_kernel[(n,)](*proc_args[:4], tiles, *proc_args[4:], head.top_k, head.top_p,
+                                m0, x_lo, s_a, pthr, status, BLOCK_V=bv, **common, **OPTS)
         tk._mass_kernel[(n, tiles)](*proc_args,
                                     *thresholds, status, mass, T_PAD=t_pad, BLOCK_V=bv,
-                                    **common)
+                                    **common, **OPTS)
     q_mode, q, qid, q_len = _draft_probs(draft_probs, drafts, dev)
     tokens = torch.empty(bsz, k1, dtype=torch.int64, device=dev)
     n_acc = torch.zeros(bsz, dtype=torch.int64, device=dev)
@@ -163,14 +170,16 @@ def _run(logits: torch.Tensor, drafts: torch.Tensor, batch: SamplingBatch,
     if k > 0:
         tk._accept_kernel[(bsz,)](*pre, k, k1, head.temperature, *rest, head.seed,
                                   head.position, *draft_args, *thresholds, arg, mass, n_acc,
-                                  tokens, T_PAD=t_pad, Q_MODE=q_mode, BLOCK_Q=BLOCK_Q, **common)
+                                  tokens, T_PAD=t_pad, Q_MODE=q_mode, BLOCK_Q=BLOCK_Q, **common,
+                                  **OPTS)
         tk._residual_kernel[(bsz, tiles)](*pre, k, k1, head.temperature, *rest, *draft_args,
                                           *thresholds, mass, n_acc, rmass, T_PAD=t_pad,
-                                          BLOCK_V=bv, Q_MODE=q_mode, BLOCK_Q=BLOCK_Q, **common)
+                                          BLOCK_V=bv, Q_MODE=q_mode, BLOCK_Q=BLOCK_Q, **common,
+                                          **OPTS)
     tk._pick_kernel[(bsz,)](*pre, k, k1, tiles, head.temperature, *rest, head.seed,
                             head.position, *draft_args, *thresholds, arg, mass, rmass, n_acc,
                             tokens, T_PAD=t_pad, BLOCK_V=bv, HAS_DRAFT=k > 0, Q_MODE=q_mode,
-                            BLOCK_Q=BLOCK_Q, **common)
+                            BLOCK_Q=BLOCK_Q, **common, **OPTS)
     return _Raw(tokens, n_acc, n_draft)
 
 

@@ -14,8 +14,11 @@ Both [N, V] buffers are allocated but only touched at the patched ids.
 
 from __future__ import annotations
 
+import os
+
 import triton
 import triton.language as tl
+from triton.language.extra import libdevice
 
 from sampler import _triton_interpret
 
@@ -23,6 +26,34 @@ _triton_interpret.install()
 
 SEEN = 1 << 20
 KEY_MIN = -(1 << 63)
+# Bit-exact float32 arithmetic of the processing, as torch does it: libdevice expf (torch.exp's
+# CUDA implementation; tl.exp is ex2.approx(x * log2 e), off by several ulp for large |x|)
+# and IEEE division (Triton's `/` on float32 is div.full, 2 ulp). The interpreter has no
+# libdevice and numpy is IEEE already: plain exp and `/`. SONICSPEC_FAST_MATH=1 restores
+# the approximate versions (measurement only).
+_FAST = os.environ.get("SONICSPEC_FAST_MATH") == "1"
+INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
+# (Chosen at import, not with constexpr globals: the interpreter re-reads a helper that
+# branches on a global at every call and grows to tens of GB.)
+if INTERPRET or _FAST:
+
+    @triton.jit
+    def _exp(x):
+        return tl.exp(x)
+
+    @triton.jit
+    def _div(a, b):
+        return a / b
+
+else:
+
+    @triton.jit
+    def _exp(x):
+        return libdevice.exp(x)
+
+    @triton.jit
+    def _div(a, b):
+        return tl.math.div_rn(a, b)
 
 
 @triton.jit
@@ -84,20 +115,20 @@ def _processed(logits_ptr, n, b, j, offs, V, row_stride, temp,
         bv = tl.load(bias_ptr + n.to(tl.int64) * V + offs, mask=hit, other=0.0)
         seen = code >= 1048576
         cnt = (code & 1048575).to(tl.float32)
-        y = tl.where(seen, tl.where(x > 0, x / rep, x * rep), x)
+        y = tl.where(seen, tl.where(x > 0, _div(x, rep), x * rep), x)
         y = y - freq * cnt
         y = y - pres * (cnt > 0).to(tl.float32)
         y = y + bv
         x = tl.where(hit, y, x)
-    x = x / temp
+    x = _div(x, temp)
     return tl.where(inb, x, float("-inf"))
 
 
 @triton.jit
 def _keep(x, x_lo, m0, s_a, pthr, minp):
     """Kept by top-k/top-p/min-p given the row's thresholds (see `_row_kernel`)."""
-    e = tl.exp(x - m0)
-    return (x > float("-inf")) & (x >= x_lo) & (e / s_a >= pthr) & (e >= minp)
+    e = _exp(x - m0)
+    return (x > float("-inf")) & (x >= x_lo) & (_div(e, s_a) >= pthr) & (e >= minp)
 
 
 @triton.jit
@@ -165,7 +196,8 @@ def _tile_kernel(logits_ptr, row_stride, V, K1, temp_ptr,
                  rep_ptr, freq_ptr, pres_ptr,
                  tmax_ptr, tsum_ptr, targ_ptr, cand_ptr,
                  T_PAD: tl.constexpr, C: tl.constexpr, BLOCK_V: tl.constexpr,
-                 HAS_GRAMMAR: tl.constexpr, HAS_PATCH: tl.constexpr, HAS_CAND: tl.constexpr):
+                 HAS_GRAMMAR: tl.constexpr, HAS_PATCH: tl.constexpr, HAS_CAND: tl.constexpr,
+                 TOPK: tl.constexpr):
     """Stage 1, one program per (row n, tile t): reads the tile once and writes the tile max,
     sum exp(x - max), the lowest id of the max, and the C largest (value, id) as int64 keys
     (value key << 32 | (2**31 - 1 - id): descending = value desc, id asc)."""
@@ -185,7 +217,7 @@ def _tile_kernel(logits_ptr, row_stride, V, K1, temp_ptr,
                    HAS_GRAMMAR, HAS_PATCH)
     m = tl.max(x, 0)
     m0 = tl.where(m > float("-inf"), m, 0.0)
-    s = tl.sum(tl.exp(x - m0), 0)
+    s = tl.sum(_exp(x - m0), 0)
     arg = tl.min(tl.where((x == m) & (offs < V), offs, 2147483647), 0)
     o = n.to(tl.int64) * T_PAD + t
     tl.store(tmax_ptr + o, m)
@@ -194,10 +226,13 @@ def _tile_kernel(logits_ptr, row_stride, V, K1, temp_ptr,
     if HAS_CAND:
         keys = (_key(x).to(tl.int64) << 32) | (2147483647 - offs).to(tl.int64)
         keys = tl.where(offs < V, keys, -9223372036854775807 - 1)
-        for c in tl.static_range(C):
-            top = tl.max(keys, 0)
-            tl.store(cand_ptr + o * C + c, top)
-            keys = tl.where(keys == top, -9223372036854775807 - 1, keys)
+        if TOPK:  # bitonic top-C in registers (one pass)
+            tl.store(cand_ptr + o * C + tl.arange(0, C), tl.topk(keys, C))
+        else:  # C rounds of max-and-remove: the same set (the interpreter's topk is huge)
+            for c in tl.static_range(C):
+                top = tl.max(keys, 0)
+                tl.store(cand_ptr + o * C + c, top)
+                keys = tl.where(keys == top, -9223372036854775807 - 1, keys)
 
 
 @triton.jit
@@ -226,7 +261,7 @@ def _row_kernel(tmax_ptr, tsum_ptr, targ_ptr, cand_ptr, K1, T,
     m0 = tl.where(m > float("-inf"), m, 0.0)
     arg = tl.min(tl.where(tm == m, ta, 2147483647), 0)
     arg = tl.where(arg == 2147483647, 0, arg)
-    tmass = tl.where(tm > float("-inf"), tl.exp(tm - m0) * ts, 0.0)
+    tmass = tl.where(tm > float("-inf"), _exp(tm - m0) * ts, 0.0)
     s_all = tl.sum(tmass, 0)
     temp = tl.load(temp_ptr + b)
     k = tl.load(topk_ptr + b)
@@ -247,6 +282,8 @@ def _row_kernel(tmax_ptr, tsum_ptr, targ_ptr, cand_ptr, K1, T,
             vals = tl.where(keys == -9223372036854775807 - 1, float("-inf"),
                             _unkey((keys >> 32).to(tl.int32)))
             sv = tl.sort(vals, 0, descending=True)
+            # safe = the largest of the tiles' C-th candidates (both extractions store them
+            # in descending order: tl.topk ends with a descending bitonic merge)
             last = tl.load(cand_ptr + (o + tiles) * C + (C - 1), mask=tv,
                            other=-9223372036854775807 - 1)
             lastv = tl.where(last == -9223372036854775807 - 1, float("-inf"),
@@ -259,12 +296,13 @@ def _row_kernel(tmax_ptr, tsum_ptr, targ_ptr, cand_ptr, K1, T,
                 x_lo = kth
                 a_inside = exact
                 in_a = (sv > float("-inf")) & (sv >= kth)
-                s_a = tl.sum(tl.where(in_a, tl.exp(sv - m0), 0.0), 0)
+                s_a = tl.sum(tl.where(in_a, _exp(sv - m0), 0.0), 0)
                 if not exact:
                     status = 2
             if top_p < 1:
                 in_a = (sv > float("-inf")) & (sv >= x_lo)
-                p = tl.where(in_a, tl.exp(sv - m0) / tl.maximum(s_a, 1.1754943508222875e-38), 0.0)
+                s_c = tl.maximum(s_a, 1.1754943508222875e-38)
+                p = tl.where(in_a, _div(_exp(sv - m0), s_c), 0.0)
                 cs = tl.cumsum(p, 0)
                 n_a = tl.sum(in_a.to(tl.int32), 0)
                 below = tl.sum((in_a & (cs < top_p)).to(tl.int32), 0)
@@ -274,6 +312,16 @@ def _row_kernel(tmax_ptr, tsum_ptr, targ_ptr, cand_ptr, K1, T,
                 ok = a_inside | ((below < n_a) & (x_c > safe))
                 if not ok:
                     status = 2
+            if status == 1:
+                # Kept set inside the candidates (every token above `safe` is one; `_keep` is
+                # monotone in x, so if `safe` is not kept no other token is): the tile masses
+                # are sums over candidates and `_mass_kernel` skips the row (status 3).
+                s_c = tl.maximum(s_a, 1.1754943508222875e-38)
+                if not _keep(safe, x_lo, m0, s_c, pthr, min_p):
+                    status = 3
+                    wc = tl.where(_keep(vals, x_lo, m0, s_c, pthr, min_p), _exp(vals - m0), 0.0)
+                    tl.store(mass_ptr + o + tiles, tl.sum(tl.reshape(wc, [T_PAD, C]), 1),
+                             mask=tv)
     tl.store(m0_ptr + n, m0)
     tl.store(xlo_ptr + n, x_lo)
     tl.store(sa_ptr + n, tl.maximum(s_a, 1.1754943508222875e-38))
@@ -332,7 +380,7 @@ def _search_kernel(logits_ptr, row_stride, V, K1, T, temp_ptr,
         x = _processed(logits_ptr, n, b, j, offs, V, row_stride, temp, gmask_ptr, g_sb, g_sj,
                        has_g, bits_ptr, cnt_ptr, bias_ptr, W, rep, freq, pres,
                        HAS_GRAMMAR, HAS_PATCH)
-        s_a += tl.sum(tl.where((x > float("-inf")) & (x >= x_lo), tl.exp(x - m0), 0.0), 0)
+        s_a += tl.sum(tl.where((x > float("-inf")) & (x >= x_lo), _exp(x - m0), 0.0), 0)
     s_a = tl.maximum(s_a, 1.1754943508222875e-38)
     if top_p < 1:
         lo = _key(tl.full((), float("-inf"), tl.float32))
@@ -346,7 +394,7 @@ def _search_kernel(logits_ptr, row_stride, V, K1, T, temp_ptr,
                                g_sb, g_sj, has_g, bits_ptr, cnt_ptr, bias_ptr, W, rep, freq,
                                pres, HAS_GRAMMAR, HAS_PATCH)
                 keep = (x > float("-inf")) & (x >= x_lo) & (_key(x) > mid)
-                mass += tl.sum(tl.where(keep, tl.exp(x - m0) / s_a, 0.0), 0)
+                mass += tl.sum(tl.where(keep, _div(_exp(x - m0), s_a), 0.0), 0)
             good = mass < top_p
             hi = tl.where(good, mid, hi)
             lo = tl.where(good, lo, mid + 1)
@@ -364,10 +412,11 @@ def _mass_kernel(logits_ptr, row_stride, V, K1, temp_ptr,
                  m0_ptr, xlo_ptr, sa_ptr, pthr_ptr, minp_ptr, status_ptr, mass_ptr,
                  T_PAD: tl.constexpr, BLOCK_V: tl.constexpr,
                  HAS_GRAMMAR: tl.constexpr, HAS_PATCH: tl.constexpr):
-    """Per (row, tile) with a filter (status 1): the tile's kept mass sum exp(x - M)."""
+    """Per (row, tile) with a filter whose kept set is not inside the candidates (status 1):
+    the tile's kept mass sum exp(x - M). Status 0 and 3 rows have their masses already."""
     n = tl.program_id(0)
     t = tl.program_id(1)
-    if tl.load(status_ptr + n) == 0:
+    if tl.load(status_ptr + n) != 1:
         return
     b = n // K1
     j = n % K1
@@ -381,7 +430,7 @@ def _mass_kernel(logits_ptr, row_stride, V, K1, temp_ptr,
     m0 = tl.load(m0_ptr + n)
     keep = _keep(x, tl.load(xlo_ptr + n), m0, tl.load(sa_ptr + n), tl.load(pthr_ptr + n),
                  tl.load(minp_ptr + n))
-    tl.store(mass_ptr + n.to(tl.int64) * T_PAD + t, tl.sum(tl.where(keep, tl.exp(x - m0), 0.0), 0))
+    tl.store(mass_ptr + n.to(tl.int64) * T_PAD + t, tl.sum(tl.where(keep, _exp(x - m0), 0.0), 0))
 
 
 @triton.jit
@@ -440,9 +489,9 @@ def _accept_kernel(logits_ptr, row_stride, V, K, K1, temp_ptr,
         m0 = tl.load(m0_ptr + n)
         keep = _keep(x, tl.load(xlo_ptr + n), m0, tl.load(sa_ptr + n), tl.load(pthr_ptr + n),
                      tl.load(minp_ptr + n))
-        w = tl.sum(tl.where(keep & (lane == 0), tl.exp(x - m0), 0.0), 0)
+        w = tl.sum(tl.where(keep & (lane == 0), _exp(x - m0), 0.0), 0)
         total = tl.sum(tl.load(mass_ptr + n.to(tl.int64) * T_PAD + tiles), 0)
-        p_x = tl.where(inside, w / tl.maximum(total, 1.1754943508222875e-38), 0.0)
+        p_x = tl.where(inside, _div(w, tl.maximum(total, 1.1754943508222875e-38)), 0.0)
         if Q_MODE == 0:
             q_x = 1.0
         else:
@@ -486,7 +535,7 @@ def _residual_kernel(logits_ptr, row_stride, V, K, K1, temp_ptr,
     tiles = tl.arange(0, T_PAD)
     total = tl.maximum(tl.sum(tl.load(mass_ptr + n.to(tl.int64) * T_PAD + tiles), 0),
                        1.1754943508222875e-38)
-    pe = tl.where(keep, tl.exp(x - m0), 0.0) / total
+    pe = _div(tl.where(keep, _exp(x - m0), 0.0), total)
     if Q_MODE == 0:
         xd = tl.load(draft_ptr + b * K + e)
         q = (offs == xd).to(tl.float32)
@@ -550,15 +599,15 @@ def _pick_kernel(logits_ptr, row_stride, V, K, K1, T, temp_ptr,
     m0 = tl.load(m0_ptr + n)
     keep = _keep(x, tl.load(xlo_ptr + n), m0, tl.load(sa_ptr + n), tl.load(pthr_ptr + n),
                  tl.load(minp_ptr + n))
-    w = tl.where(keep, tl.exp(x - m0), 0.0)
-    if HAS_DRAFT:
+    w = tl.where(keep, _exp(x - m0), 0.0)
+    if HAS_DRAFT:  # noqa: SIM102 - a constexpr branch around a runtime one
         if use_r:
             total = tl.maximum(tl.sum(wm, 0), 1.1754943508222875e-38)
             if Q_MODE == 0:
                 q = (offs == tl.load(draft_ptr + b * K + e)).to(tl.float32)
             else:
                 q = _draft_q(q_ptr, qid_ptr, Q, b, e, K, offs, offs < V, Q_MODE, BLOCK_Q)
-            w = tl.maximum(w / total - q, 0.0)
+            w = tl.maximum(_div(w, total) - q, 0.0)
     cdf = tl.cumsum(w, 0)
     first = tl.min(tl.where((cdf > rest) & (w > 0), offs, 2147483647), 0)
     lastw = tl.max(tl.where(w > 0, offs, -1), 0)

@@ -3,9 +3,17 @@ the issue's (B, V, dtype) grid, one compilation for every batch size, CUDA-graph
 eager for bucketed batch sizes, no host sync, and the target law (chi-square, false alarm
 1e-4, 100k draws per row) for sample and for verify's first emitted token.
 
-Equality is counted, not all-or-nothing: sums are taken in another order than torch's, so a
-uniform that lands within float32 rounding of a CDF boundary (or a cumsum within rounding of
-top_p) can pick the neighbour. The counts go to $SONICSPEC_GPU_REPORT (JSON) when set.
+Equality is counted, not all-or-nothing. Per-token weights are bit-identical to torch's
+(libdevice expf, IEEE division, no FMA contraction), but sums are taken in another order:
+torch's float32 cumsum over V tokens vs tile masses + in-tile cumsum. Analysis of every
+differing draw on an H200 (bench/NOTES-sampler.md, 10 of 39 360, all at V >= 49152, all
+stochastic rows without top-k/top-p but one, 9 of 10 residual or plain draws with top_p = 1):
+each is a CDF-boundary tie, the target u * S within 8e-9 .. 7.3e-7 * S of the cumulative
+weight at the boundary between the two tokens (float64 reference: the Triton token is the
+float64-correct one in 9 of 10). No top-p threshold and no acceptance test ever differed.
+So the test asserts what the analysis proves: every difference is such a tie (|gap| < TIE,
+a bound on float32 prefix-sum error at V <= 262144), and at most 1% of tokens differ per
+cell. The counts and diagnoses go to $SONICSPEC_GPU_REPORT (JSON) when set.
 """
 
 from __future__ import annotations
@@ -25,6 +33,7 @@ pytestmark = pytest.mark.gpu
 GRID_B = (1, 7, 64, 256)
 GRID_V = (111, 32000, 49152, 128256, 151936, 262144)
 REPORT: dict[str, list[int]] = {}
+TIE = 2e-6  # |target - cdf at the boundary| / S of a rounding tie (observed max 7.3e-7)
 
 
 def tri():
@@ -54,11 +63,107 @@ def batch_for(rows: int, vocab: int, positions: int, seed: int, params=None) -> 
                                        num_positions=positions, grammar_bitmask=mask)
 
 
+DIFFS: list[dict] = []
+
+
 def _count(key: str, a: torch.Tensor, b: torch.Tensor) -> None:
     same = int((a == b).sum())
     tot = REPORT.setdefault(key, [0, 0])
     tot[0] += same
     tot[1] += a.numel()
+
+
+def _boundary(w: torch.Tensor, u: float, a: int, b: int) -> dict:
+    """Where the draw lands for float32 weights w [V] (the torch backend's): the target u*S
+    and the cdf at the boundary between tokens a and b, relative to S, in float64."""
+    w64 = w.double()
+    s = float(w64.sum())
+    lo, hi = min(a, b), max(a, b)
+    cdf = w64.cumsum(0)
+    return {"gap_rel": (float(cdf[lo]) - u * s) / s if s > 0 else None,
+            "w_between_rel": float(w64[lo + 1:hi].sum()) / s if s > 0 else None,
+            "w_a_rel": float(w64[a]) / s if s > 0 else None,
+            "w_b_rel": float(w64[b]) / s if s > 0 else None}
+
+
+def _topp_margin(scaled: torch.Tensor, keep: torch.Tensor, top_p: float, tok: int) -> float:
+    """(mass strictly more probable than tok) - top_p in float64 over the top-k set."""
+    x = torch.where(keep, scaled, float("-inf")).double()
+    w = torch.exp(x - x.max())
+    p = w / w.sum()
+    return float(p[p > p[tok]].sum()) - top_p
+
+
+def _diagnose_sample(key: str, logits: torch.Tensor, sb: SamplingBatch, ta: torch.Tensor,
+                     tb: torch.Tensor) -> None:
+    """Records, per differing row, what separates the two tokens (see the module doc)."""
+    from sampler.processing import kept_weights, process, top_k_mask
+    from sampler.rng import Stream, uniform
+
+    rows = sb.head(logits.shape[0])
+    mask = None if rows.grammar_bitmask is None else rows.grammar_bitmask[:, 0]
+    proc = process(logits, rows, mask)
+    w = kept_weights(proc.filtered)
+    u = uniform(rows.seed, rows.position, Stream.SAMPLE)
+    for r in (ta != tb).nonzero().flatten().tolist():
+        a, b = int(ta[r]), int(tb[r])
+        temp = float(rows.temperature[r])
+        d = {"where": "sample " + key, "row": r, "torch": a, "triton": b, "temp": temp,
+             "top_k": int(rows.top_k[r]), "top_p": float(rows.top_p[r]),
+             "min_p": float(rows.min_p[r]), "b_kept_by_torch": bool(w[r, b] > 0),
+             **_boundary(w[r], float(u[r]), a, b)}
+        if float(rows.top_p[r]) < 1:
+            scaled = proc.scores[r:r + 1] / (temp or 1.0)
+            keep = scaled > float("-inf")
+            if rows.max_top_k > 0 and int(rows.top_k[r]) > 0:
+                keep = top_k_mask(scaled, rows.top_k[r:r + 1], rows.max_top_k)
+            d["topp_margin_a"] = _topp_margin(scaled[0], keep[0], float(rows.top_p[r]), a)
+            d["topp_margin_b"] = _topp_margin(scaled[0], keep[0], float(rows.top_p[r]), b)
+        DIFFS.append(d)
+
+
+def _diagnose_verify(key: str, logits: torch.Tensor, drafts: torch.Tensor, vb: SamplingBatch,
+                     q: torch.Tensor, a, b) -> None:
+    """Per differing verify row: the acceptance test u*q(x) vs p(x) at the first position
+    where the chains part, or the emitted draw's boundary when both accepted as many."""
+    from sampler.processing import kept_weights, process
+    from sampler.rng import Stream, uniform
+    from sampler.torch_backend import _expand_positions
+
+    bsz, k1, vocab = logits.shape
+    k = k1 - 1
+    n_draft = torch.full((bsz,), k, device=logits.device)
+    rows, mask, earlier = _expand_positions(vb, bsz, k1, drafts, n_draft)
+    proc = process(logits.reshape(bsz * k1, vocab), rows, mask, earlier)
+    w = kept_weights(proc.filtered).view(bsz, k1, vocab)
+    head = vb.head(bsz)
+    diff = (a.tokens != b.tokens).any(1)
+    for r in diff.nonzero().flatten().tolist():
+        na, nb = int(a.num_accepted[r]), int(b.num_accepted[r])
+        d = {"where": "verify " + key, "row": r, "torch": a.tokens[r].tolist(),
+             "triton": b.tokens[r].tolist(), "n_acc": [na, nb],
+             "temp": float(head.temperature[r]), "top_k": int(head.top_k[r]),
+             "top_p": float(head.top_p[r]), "min_p": float(head.min_p[r])}
+        e = min(na, nb)
+        if na != nb:
+            x = int(drafts[r, e])
+            wr = w[r, e].double()
+            p_x = float(wr[x] / wr.sum())
+            uq = float(uniform(head.seed[r], head.position[r] + e, Stream.ACCEPT)) * float(
+                q[r, e, x])
+            d.update(accept_pos=e, p_x=p_x, u_q=uq, accept_gap_rel=(uq - p_x) / max(p_x, 1e-30))
+        else:
+            ta, tb = int(a.tokens[r, e]), int(b.tokens[r, e])
+            rejected = e < k
+            wr = w[r, e]
+            if rejected:
+                x = int(drafts[r, e])
+                wr = (wr / wr.sum().clamp(min=1e-38) - q[r, e]).clamp(min=0)
+                d["residual"] = True
+            stream = Stream.RESIDUAL if rejected else Stream.SAMPLE
+            u = float(uniform(head.seed[r], head.position[r] + e, stream))
+            d.update(emit_pos=e, b_kept_by_torch=bool(wr[tb] > 0), **_boundary(wr, u, ta, tb))
+        DIFFS.append(d)
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -67,7 +172,7 @@ def write_report():
     path = os.environ.get("SONICSPEC_GPU_REPORT")
     if path:
         with open(path, "w") as f:
-            json.dump(REPORT, f, indent=1)
+            json.dump({"counts": REPORT, "differences": DIFFS}, f, indent=1)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
@@ -84,16 +189,25 @@ def test_grid_tokens_equal_torch(vocab: int, dtype: torch.dtype) -> None:
             logits = (torch.randn(rows, k + 1, vocab, device="cuda", generator=g) * 4).to(dtype)
             sb = batch_for(rows, vocab, 1, seed)
             first = logits[:, 0].contiguous()
-            _count("sample " + key, ref.sample(first, sb).tokens, tri().sample(first, sb).tokens)
+            ta, tb = ref.sample(first, sb).tokens, tri().sample(first, sb).tokens
+            _count("sample " + key, ta, tb)
+            if not torch.equal(ta, tb):
+                _diagnose_sample(key, first, sb, ta, tb)
             vb = batch_for(rows, vocab, k + 1, seed + 10)
             q = torch.softmax(torch.randn(rows, k, vocab, device="cuda", generator=g) * 3, -1)
             drafts = torch.multinomial(q.view(-1, vocab), 1, generator=g).view(rows, k)
             a = ref.verify(logits, drafts, vb, q)
             b = tri().verify(logits, drafts, vb, q)
             _count("verify " + key, a.tokens, b.tokens)
+            if not torch.equal(a.tokens, b.tokens):
+                _diagnose_verify(key, logits, drafts, vb, q, a, b)
     for name in ("sample " + key, "verify " + key):
         same, total = REPORT[name]
-        assert same >= total - max(2, total // 1000), (name, same, total)
+        assert same >= total - max(2, total // 100), (name, same, total)
+    for d in DIFFS:
+        if d["where"].endswith(key):
+            gap = d.get("accept_gap_rel", d.get("gap_rel"))
+            assert gap is not None and abs(gap) < TIE, d
 
 
 def _cache_sizes() -> dict[str, int]:
