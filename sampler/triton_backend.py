@@ -23,6 +23,7 @@ come from the torch reference processing (not fused yet).
 from __future__ import annotations
 
 import os
+from typing import Any
 
 import torch
 
@@ -107,10 +108,10 @@ def _run(logits: torch.Tensor, drafts: torch.Tensor, batch: SamplingBatch,
     tiles = -(-vocab // bv)
     t_pad = tk.next_pow2(tiles)
     words = (vocab + 31) // 32
-    f32 = dict(dtype=torch.float32, device=dev)
-    has_grammar = head.grammar_bitmask is not None
-    if has_grammar:
-        gm = head.grammar_bitmask
+    f32: dict[str, Any] = dict(dtype=torch.float32, device=dev)
+    gm = head.grammar_bitmask
+    has_grammar = gm is not None
+    if gm is not None:
         if gm.shape[1] < k1:
             raise ValueError(f"batch has bitmasks for {gm.shape[1]} positions, verify needs "
                              f"K+1 = {k1} (build it with num_positions={k1})")
