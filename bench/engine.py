@@ -83,9 +83,11 @@ def main() -> None:
           f"({torch.get_num_threads()} threads), greedy, {args.max_tokens} tokens/request")
     print(f"{'batch':>5} {'config':12} {'tok/s':>7} {'accept':>7} {'tok/step':>8} {'speedup':>8}")
     for r in rows:
-        acc = r["accepted"] / r["drafted"] if r["drafted"] else float("nan")
-        print(f"{r['batch']:5d} {r['config']:12} {r['tok_s']:7.1f} {acc:7.2f} "
-              f"{r['mean_accept_len']:8.2f} {r['speedup']:7.2f}x")
+        spec = r["drafted"] > 0
+        acc = f"{r['accepted'] / r['drafted']:.2f}" if spec else "-"
+        per_step = f"{r['mean_accept_len']:.2f}" if spec else "1.00"
+        print(f"{r['batch']:5d} {r['config']:12} {r['tok_s']:7.1f} {acc:>7} "
+              f"{per_step:>8} {r['speedup']:7.2f}x")
     out = Path(__file__).parent / "results" / "engine-cpu.json"
     out.write_text(json.dumps(dict(device="cpu", draft=args.draft, rows=rows), indent=1))
     print(f"wrote {out}")
