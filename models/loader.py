@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import shutil
 import sys
 import time
 from dataclasses import dataclass
@@ -105,12 +106,10 @@ def _load_gguf_cached(gguf: Path, dtype: torch.dtype) -> tuple[Any, Any, bool]:
     model.is_quantized = False
     model.save_pretrained(tmp, safe_serialization=True)
     tokenizer.save_pretrained(tmp)
-    if cached.exists():  # another process converted it meanwhile
-        import shutil
-
-        shutil.rmtree(tmp, ignore_errors=True)
-    else:
+    try:
         tmp.replace(cached)
+    except OSError:  # another process (e.g. the other model actor) finished first
+        shutil.rmtree(tmp, ignore_errors=True)
     _log(f"cached at {cached}")
     return model.to(dtype), tokenizer, False
 
