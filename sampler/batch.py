@@ -108,7 +108,9 @@ class SamplingBatch:
         if cap < rows:
             raise ValueError(f"max_rows={cap} < number of requests {rows}")
         _check_vocab(params, vocab_size)
-        hist = [_history(p, o, vocab_size) for p, o in zip(prompt_ids, output_ids)]
+        # Only rows with a penalty read their history: the others pay nothing for it.
+        hist = [_history(pr, o, vocab_size) if _penalised(p) else []
+                for p, pr, o in zip(params, prompt_ids, output_ids)]
         h_cap = max([len(h) for h in hist] + [max_history or 0, 1])
         m_cap = max([len(p.logit_bias or {}) for p in params] + [max_bias or 0, 1])
         t = _PackedRows(cap, h_cap, m_cap)
@@ -121,8 +123,7 @@ class SamplingBatch:
         batch = cls(
             num_rows=rows, vocab_size=vocab_size, num_positions=num_positions,
             **t.tensors(), has_grammar=has_grammar, grammar_bitmask=mask,
-            any_penalty=any(p.repetition_penalty != 1 or p.frequency_penalty != 0
-                            or p.presence_penalty != 0 for p in params),
+            any_penalty=any(_penalised(p) for p in params),
             any_bias=any(p.logit_bias for p in params),
             max_top_k=max([p.top_k for p in params] + [0]),
             any_top_p=any(p.top_p < 1 for p in params),
@@ -165,6 +166,10 @@ def _check_vocab(params: Sequence[SamplingParams], vocab_size: int) -> None:
             if tok >= vocab_size:
                 raise ValueError(f"row {r}: logit_bias token id {tok} is outside the vocab "
                                  f"[0, {vocab_size})")
+
+
+def _penalised(p: SamplingParams) -> bool:
+    return p.repetition_penalty != 1 or p.frequency_penalty != 0 or p.presence_penalty != 0
 
 
 def _history(prompt: Sequence[int], output: Sequence[int], vocab: int) -> list[tuple[int, int]]:
