@@ -21,7 +21,8 @@ from __future__ import annotations
 
 import logging
 import random
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -94,12 +95,24 @@ class Output:
     logprobs: list[TokenLogprobs] = field(default_factory=list)
 
 
-class Engine:
-    """Drives one scheduler, one target and (optionally) one draft in lock-step."""
+COST_EMA = 0.2  # weight of the newest step in the measured draft-cost ratio
 
-    def __init__(self, scheduler: Scheduler, target: TargetModel, draft: DraftModel | None):
+
+class Engine:
+    """Drives one scheduler, one target and (optionally) one draft in lock-step.
+
+    With ``measure_cost`` the engine times every speculative step and keeps the scheduler's
+    ``draft_cost_ratio`` (one draft step over one target step, the adaptive policy's cost
+    model) at an exponential average of what it measures, hops included, so the policy fits
+    the hardware it runs on rather than a guess.
+    """
+
+    def __init__(self, scheduler: Scheduler, target: TargetModel, draft: DraftModel | None,
+                 measure_cost: bool = True, clock: Callable[[], float] = time.perf_counter):
         self.scheduler = scheduler
         self.target, self.draft = target, draft
+        self.measure_cost, self.clock = measure_cost, clock
+        self.cost_ratio: float | None = None
         self.draft_seen: dict[int, int] = {}  # slot -> tokens of its sequence the draft has
         self.outputs: dict[str, Output] = {}
         self.seeds: dict[str, int] = {}
@@ -164,6 +177,7 @@ class Engine:
         if not plan.decodes:
             return
         drafts: list[tuple[int, ...]] = [() for _ in plan.decodes]
+        start = self.clock()
         if self.draft is not None and plan.max_k > 0:
             items = []
             for d in plan.decodes:
@@ -172,12 +186,23 @@ class Engine:
                 items.append(ProposeItem(d.slot, tuple(seq[seen:]), d.k))
                 self.draft_seen[d.slot] = len(seq)
             drafts = [tuple(t[:d.k]) for d, t in zip(plan.decodes, self.draft.propose(items))]
+        drafted_at = self.clock()
         verified = self.target.verify([VerifyItem(d.slot, t) for d, t in zip(plan.decodes,
                                                                               drafts)])
+        if self.draft is not None and plan.max_k > 0:
+            self._observe_cost((drafted_at - start) / plan.max_k, self.clock() - drafted_at)
         for d, t, em in zip(plan.decodes, drafts, verified):
             self._record(d.request_id, em)
             results[d.request_id] = RequestResult(em.token_ids, drafted=len(t),
                                                   accepted=em.accepted)
+
+    def _observe_cost(self, draft_step: float, target_step: float) -> None:
+        if not self.measure_cost or target_step <= 0:
+            return
+        ratio = min(draft_step / target_step, 2.0)  # a draft's first catch-up is a prefill
+        old = self.cost_ratio
+        self.cost_ratio = ratio if old is None else (1 - COST_EMA) * old + COST_EMA * ratio
+        self.scheduler.update(draft_cost_ratio=self.cost_ratio)
 
     def _record(self, request_id: str, em: Emitted) -> None:
         out = self.outputs.get(request_id)

@@ -251,3 +251,62 @@ def test_preemption_under_small_kv_gives_complete_correct_outputs(tmp_path):
     tight, preempted = outputs(kv_capacity_tokens=100)
     assert none == 0 and preempted > 0
     assert tight == roomy and all(len(o) == 24 for o in tight)
+
+
+class _FakeClock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class _FakeTarget:
+    """Accepts every draft; each verify costs 10 clock units."""
+
+    def __init__(self, clock: _FakeClock) -> None:
+        self.clock = clock
+
+    def prefill(self, items):
+        from scheduler.engine import Emitted
+
+        return [Emitted((1,)) for _ in items]
+
+    def verify(self, items):
+        from scheduler.engine import Emitted
+
+        self.clock.now += 10.0
+        return [Emitted(tuple(it.draft_tokens) + (2,), len(it.draft_tokens)) for it in items]
+
+    def free(self, slots) -> None:
+        pass
+
+
+class _FakeDraft:
+    """Each draft step costs 3 clock units (so the true cost ratio is 0.3)."""
+
+    def __init__(self, clock: _FakeClock) -> None:
+        self.clock = clock
+
+    def propose(self, items):
+        self.clock.now += 3.0 * max(it.k for it in items)
+        return [(3,) * it.k for it in items]
+
+    def free(self, slots) -> None:
+        pass
+
+
+def test_engine_measures_the_draft_cost_ratio_for_the_adaptive_policy():
+    from scheduler import Scheduler, SchedulerConfig
+
+    clock = _FakeClock()
+    sched = Scheduler(SchedulerConfig(max_slots=2, max_seq_len=64, k_max=4, adaptive=True,
+                                      draft_cost_ratio=0.1), lambda ids: "x" * len(ids))
+    eng = Engine(sched, _FakeTarget(clock), _FakeDraft(clock), clock=clock)
+    run(eng, [Request("a", [1, 2], None, max_tokens=40)])
+    assert eng.cost_ratio == pytest.approx(0.3)
+    assert sched.settings.draft_cost_ratio == pytest.approx(0.3)
+    off = Scheduler(SchedulerConfig(max_slots=2, max_seq_len=64, k_max=4), lambda ids: "")
+    fixed = Engine(off, _FakeTarget(clock), _FakeDraft(clock), measure_cost=False, clock=clock)
+    run(fixed, [Request("b", [1, 2], None, max_tokens=40)])
+    assert fixed.cost_ratio is None and off.settings.draft_cost_ratio == 0.1
