@@ -17,6 +17,7 @@ sys.path[0] = str(Path(__file__).resolve().parents[1])
 
 import argparse  # noqa: E402
 import json  # noqa: E402
+import statistics  # noqa: E402
 import time  # noqa: E402
 
 import torch  # noqa: E402
@@ -63,6 +64,7 @@ def main() -> None:
     ap.add_argument("--draft", default=DEFAULT_DRAFT)
     ap.add_argument("--max-tokens", type=int, default=48)
     ap.add_argument("--batches", nargs="+", type=int, default=[1, 8])
+    ap.add_argument("--repeats", type=int, default=3, help="median of this many runs")
     args = ap.parse_args()
     loaded = load_model()
     rows = []
@@ -70,17 +72,26 @@ def main() -> None:
         (f"k={k}", args.draft, k, False) for k in (0, 2, 4, 6)] + [
         ("adaptive", args.draft, 6, True)]
     for batch in args.batches:
-        base = None
-        for name, draft, k, adaptive in configs:
-            res, outputs = run_config(loaded, draft, k, adaptive, batch, args.max_tokens)
-            if base is None:
-                base, base_out = res, outputs
-            assert outputs == base_out, f"{name}: greedy output differs from target-only"
-            res.update(config=name, batch=batch, speedup=res["tok_s"] / base["tok_s"])
+        runs: dict[str, list[dict]] = {name: [] for name, *_ in configs}
+        for rep in range(args.repeats):  # interleaved, so drifting machine load hits all alike
+            base_out = None
+            for name, draft, k, adaptive in configs:
+                res, outputs = run_config(loaded, draft, k, adaptive, batch, args.max_tokens)
+                base_out = outputs if base_out is None else base_out
+                assert outputs == base_out, f"{name}: greedy output differs from target-only"
+                runs[name].append(res)
+                print(f"batch {batch:2d} rep {rep} {name:12s} {res['tok_s']:7.1f} tok/s",
+                      flush=True)
+        base_tok_s = statistics.median(r["tok_s"] for r in runs["target-only"])
+        for name, results in runs.items():
+            res = dict(results[0])
+            res.update(tok_s=statistics.median(r["tok_s"] for r in results),
+                       tok_s_runs=[r["tok_s"] for r in results], config=name, batch=batch)
+            res["speedup"] = res["tok_s"] / base_tok_s
             rows.append(res)
-            print(f"batch {batch:2d} {name:12s} {res['tok_s']:7.1f} tok/s", flush=True)
     print(f"\nEngine, embedded SmolLM2-135M target + {args.draft} draft, fp32 CPU "
-          f"({torch.get_num_threads()} threads), greedy, {args.max_tokens} tokens/request")
+          f"({torch.get_num_threads()} threads), greedy, {args.max_tokens} tokens/request, "
+          f"median of {args.repeats} interleaved runs")
     print(f"{'batch':>5} {'config':12} {'tok/s':>7} {'accept':>7} {'tok/step':>8} {'speedup':>8}")
     for r in rows:
         spec = r["drafted"] > 0
