@@ -179,7 +179,8 @@ def write_report():
 @pytest.mark.parametrize("vocab", GRID_V)
 def test_grid_tokens_equal_torch(vocab: int, dtype: torch.dtype) -> None:
     """Property: seeded sample and verify (K=3, dense drafts) tokens equal the torch backend's
-    up to rounding ties: at most max(2, 0.1%) differ per (V, dtype) cell (the exact counts go
+    up to rounding ties: at most max(2, 1%) differ per (V, dtype) cell, each a proven CDF tie
+    (|gap| < TIE; the exact counts go
     to the report; the whole grid is expected at >= 99.99%)."""
     k = 3
     key = f"V={vocab} {str(dtype)[6:]}"
