@@ -177,8 +177,10 @@ class Engine:
         if not plan.decodes:
             return
         drafts: list[tuple[int, ...]] = [() for _ in plan.decodes]
+        speculating = self.draft is not None and plan.max_k > 0
         start = self.clock()
-        if self.draft is not None and plan.max_k > 0:
+        if speculating:
+            assert self.draft is not None
             items = []
             for d in plan.decodes:
                 seq = d.request.all_token_ids
@@ -189,7 +191,7 @@ class Engine:
         drafted_at = self.clock()
         verified = self.target.verify([VerifyItem(d.slot, t) for d, t in zip(plan.decodes,
                                                                               drafts)])
-        if self.draft is not None and plan.max_k > 0:
+        if speculating:
             self._observe_cost((drafted_at - start) / plan.max_k, self.clock() - drafted_at)
         for d, t, em in zip(plan.decodes, drafts, verified):
             self._record(d.request_id, em)
