@@ -60,7 +60,9 @@ def make_batch(rows: int, vocab: int, positions: int, device: str) -> SamplingBa
 
 
 def timed(fn: Callable[[], object], device: str, iters: int) -> float:
-    """Median microseconds per call; on CUDA, of CUDA-graph replays of fn."""
+    """Median microseconds per call. On CUDA: fn captured in a CUDA graph; each replay is
+    timed alone with CUDA events after a 256 MiB write that evicts the L2 cache (so inputs
+    come from HBM, as the floor assumes, and the host's launch latency is not counted)."""
     if device == "cuda":
         stream = torch.cuda.Stream()
         stream.wait_stream(torch.cuda.current_stream())
@@ -71,18 +73,34 @@ def timed(fn: Callable[[], object], device: str, iters: int) -> float:
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph):
             fn()
-        fn = graph.replay
+        graph.replay()
+        flush = _flush_buffer()
+        times = []
+        for _ in range(iters):
+            flush.fill_(1)
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            graph.replay()
+            end.record()
+            end.synchronize()
+            times.append(start.elapsed_time(end) * 1e3)
+        return statistics.median(times)
     fn()
     times = []
     for _ in range(iters):
-        if device == "cuda":
-            torch.cuda.synchronize()
-        start = time.perf_counter()
+        start_s = time.perf_counter()
         fn()
-        if device == "cuda":
-            torch.cuda.synchronize()
-        times.append((time.perf_counter() - start) * 1e6)
+        times.append((time.perf_counter() - start_s) * 1e6)
     return statistics.median(times)
+
+
+_FLUSH: list[torch.Tensor] = []
+
+
+def _flush_buffer() -> torch.Tensor:
+    if not _FLUSH:
+        _FLUSH.append(torch.empty(256 << 20, dtype=torch.uint8, device="cuda"))
+    return _FLUSH[0]
 
 
 def copy_bandwidth(device: str) -> float:
@@ -148,6 +166,13 @@ def run_case(sampler: Sampler, rows: int, vocab: int, device: str, iters: int,
     row: dict[str, float | int | None] = {
         "B": rows, "V": vocab, "sample_us": sample_us, "verify_us": verify_us,
         "sample_floor_us": floor_s, "verify_floor_us": floor_s * (K + 1)}
+    if sampler.backend == "triton":  # rows per path: greedy, candidates, tiles, slow
+        from sampler import triton_backend as tri
+        none = torch.empty(rows, 0, dtype=torch.int64, device=device)
+        for name, path in (("sample", tri._run(first[:, None], none, sample_batch, None,
+                                               None).path),
+                           ("verify", tri._run(logits, drafts, verify_batch, None, None).path)):
+            row[f"{name}_paths"] = torch.bincount(path.long(), minlength=4).tolist()
     if with_baselines:
         row.update(baselines(rows, vocab, logits, drafts, sample_batch, verify_batch, device,
                              iters))

@@ -35,10 +35,8 @@ from sampler.sampling import log_probs, top_logprobs
 from sampler.torch_backend import DraftProbs, _expand_positions
 
 C = 16  # candidates per tile
+CMAX = 128  # candidates per row kept for the exact filters
 BLOCK_Q = 8
-# tl.topk for the tile candidates: off by default (measured slower on an H200 than 16 rounds
-# of max-and-remove, bench/NOTES-sampler.md run 3); SONICSPEC_TOPK=1 for measurements.
-TOPK = os.environ.get("SONICSPEC_TOPK") == "1" and os.environ.get("TRITON_INTERPRET") != "1"
 # No multiply-add contraction: `x - f * count` must round twice, as torch computes it.
 OPTS: dict[str, bool] = ({} if os.environ.get("TRITON_INTERPRET") == "1"
                          else {"enable_fp_fusion": os.environ.get("SONICSPEC_FAST_MATH") == "1"})
@@ -89,8 +87,9 @@ def verify(logits: torch.Tensor, draft_tokens: torch.Tensor, batch: SamplingBatc
 
 class _Raw:
     def __init__(self, tokens: torch.Tensor, num_accepted: torch.Tensor,
-                 num_draft: torch.Tensor) -> None:
+                 num_draft: torch.Tensor, path: torch.Tensor) -> None:
         self.tokens, self.num_accepted, self.num_draft = tokens, num_accepted, num_draft
+        self.path = path  # per row: 0 greedy, 1 candidates, 2 tiles, 3 slow (diagnostics)
 
 
 def _run(logits: torch.Tensor, drafts: torch.Tensor, batch: SamplingBatch,
@@ -134,54 +133,49 @@ def _run(logits: torch.Tensor, drafts: torch.Tensor, batch: SamplingBatch,
     else:
         bits = cnt = bias = torch.empty(1, dtype=torch.int32, device=dev)
     has_filter = head.max_top_k > 0 or head.any_top_p or head.any_min_p
-    need_law = head.max_logprobs > 0
     common = dict(HAS_GRAMMAR=has_grammar, HAS_PATCH=has_patch)
     proc_args = (logits, logits.stride(1), vocab, k1, head.temperature,
                  gmask, g_sb, g_sj, head.has_grammar, bits, cnt, bias, words,
                  head.repetition_penalty, head.frequency_penalty, head.presence_penalty)
+    filt = (head.top_k, head.top_p, head.min_p)
     tmax = torch.empty(n, t_pad, **f32)
     tsum = torch.empty(n, t_pad, **f32)
     targ = torch.empty(n, t_pad, dtype=torch.int32, device=dev)
-    cand = torch.empty(n, t_pad, C if has_filter else 1, dtype=torch.int64, device=dev)
-    tk._tile_kernel[(n, tiles)](*proc_args,
-                                tmax, tsum, targ, cand, T_PAD=t_pad, C=C, BLOCK_V=bv,
-                                HAS_CAND=has_filter, TOPK=TOPK, **common,
-                                **OPTS)
-    m0, x_lo, s_a, pthr, minp = (torch.empty(n, **f32) for _ in range(5))
-    arg = torch.empty(n, dtype=torch.int32, device=dev)
-    status = torch.empty(n, dtype=torch.int32, device=dev)
-    mass = torch.zeros(n, t_pad, **f32)
-    tk._row_kernel[(n,)](tmax, tsum, targ, cand, k1, tiles, head.temperature, head.top_k,
-                         head.top_p, head.min_p, m0, x_lo, s_a, pthr, minp, arg, status, mass,
-                         T_PAD=t_pad, C=C, HAS_FILTER=has_filter, NEED_LAW=need_law, **OPTS)
-    thresholds = (m0, x_lo, s_a, pthr, minp)
     if has_filter:
-        tk._search_kernel[(n,)](*proc_args[:4], tiles, *proc_args[4:], head.top_k, head.top_p,
-                                m0, x_lo, s_a, pthr, status, BLOCK_V=bv, **common, **OPTS)
-        tk._mass_kernel[(n, tiles)](*proc_args,
-                                    *thresholds, status, mass, T_PAD=t_pad, BLOCK_V=bv,
-                                    **common, **OPTS)
+        tcnt = torch.empty(n, t_pad, dtype=torch.int32, device=dev)
+        tbnd = torch.empty(n, t_pad, **f32)
+        cval = torch.empty(n, t_pad, C, **f32)
+        cid = torch.empty(n, t_pad, C, dtype=torch.int32, device=dev)
+        sv = torch.empty(n, CMAX, **f32)
+        si = torch.empty(n, CMAX, dtype=torch.int32, device=dev)
+    else:
+        tcnt = tbnd = cval = cid = sv = si = tmax
+    tk._tile_kernel[(n, tiles)](*proc_args, *filt, tmax, tsum, targ, tcnt, tbnd, cval, cid,
+                                T_PAD=t_pad, C=C, BLOCK_V=bv, HAS_CAND=has_filter, **common,
+                                **OPTS)
     q_mode, q, qid, q_len = _draft_probs(draft_probs, drafts, dev)
-    tokens = torch.empty(bsz, k1, dtype=torch.int64, device=dev)
-    n_acc = torch.zeros(bsz, dtype=torch.int64, device=dev)
-    rmass = torch.zeros(bsz, t_pad, **f32)
-    draft_args = (drafts, n_draft, q, qid, q_len)
-    pre = (logits, logits.stride(1), vocab)
-    rest = proc_args[5:]
-    if k > 0:
-        tk._accept_kernel[(bsz,)](*pre, k, k1, head.temperature, *rest, head.seed,
-                                  head.position, *draft_args, *thresholds, arg, mass, n_acc,
-                                  tokens, T_PAD=t_pad, Q_MODE=q_mode, BLOCK_Q=BLOCK_Q, **common,
-                                  **OPTS)
-        tk._residual_kernel[(bsz, tiles)](*pre, k, k1, head.temperature, *rest, *draft_args,
-                                          *thresholds, mass, n_acc, rmass, T_PAD=t_pad,
-                                          BLOCK_V=bv, Q_MODE=q_mode, BLOCK_Q=BLOCK_Q, **common,
-                                          **OPTS)
-    tk._pick_kernel[(bsz,)](*pre, k, k1, tiles, head.temperature, *rest, head.seed,
-                            head.position, *draft_args, *thresholds, arg, mass, rmass, n_acc,
-                            tokens, T_PAD=t_pad, BLOCK_V=bv, HAS_DRAFT=k > 0, Q_MODE=q_mode,
+    i32 = dict(dtype=torch.int32, device=dev)
+    path = torch.empty(n, **i32)
+    verifying = k > 0
+    if verifying:
+        acc, toks, tokr = (torch.empty(n, **i32) for _ in range(3))
+        out = torch.empty(bsz, k1, dtype=torch.int64, device=dev)
+    else:
+        acc = toks = tokr = path
+        out = torch.empty(bsz, dtype=torch.int64, device=dev)
+    tk._finish_kernel[(n,)](logits, logits.stride(1), vocab, k, k1, tiles, *proc_args[4:],
+                            *filt, head.seed, head.position, drafts, n_draft, q, qid, q_len,
+                            tmax, tsum, targ, tcnt, tbnd, cval, cid, sv, si, out, acc, toks,
+                            tokr, path, T_PAD=t_pad, C=C, CMAX=CMAX, BLOCK_V=bv,
+                            HAS_FILTER=has_filter, VERIFY=verifying, Q_MODE=q_mode,
                             BLOCK_Q=BLOCK_Q, **common, **OPTS)
-    return _Raw(tokens, n_acc, n_draft)
+    if not verifying:
+        return _Raw(out[:, None], torch.zeros(bsz, dtype=torch.int64, device=dev), n_draft,
+                    path)
+    n_acc = torch.empty(bsz, dtype=torch.int64, device=dev)
+    tk._combine_kernel[(bsz,)](drafts, n_draft, acc, toks, tokr, out, n_acc, k, k1,
+                               K1_PAD=tk.next_pow2(k1), **OPTS)
+    return _Raw(out, n_acc, n_draft, path)
 
 
 def _draft_probs(draft_probs: DraftProbs, drafts: torch.Tensor, dev: torch.device,

@@ -193,20 +193,24 @@ def _patch_kernel(hist_ids_ptr, hist_cnt_ptr, hist_cap, bias_ids_ptr, bias_val_p
 @triton.jit
 def _tile_kernel(logits_ptr, row_stride, V, K1, temp_ptr,
                  gmask_ptr, g_sb, g_sj, hasg_ptr, bits_ptr, cnt_ptr, bias_ptr, W,
-                 rep_ptr, freq_ptr, pres_ptr,
-                 tmax_ptr, tsum_ptr, targ_ptr, cand_ptr,
+                 rep_ptr, freq_ptr, pres_ptr, topk_ptr, topp_ptr, minp_ptr,
+                 tmax_ptr, tsum_ptr, targ_ptr, tcnt_ptr, tbnd_ptr, cval_ptr, cid_ptr,
                  T_PAD: tl.constexpr, C: tl.constexpr, BLOCK_V: tl.constexpr,
-                 HAS_GRAMMAR: tl.constexpr, HAS_PATCH: tl.constexpr, HAS_CAND: tl.constexpr,
-                 TOPK: tl.constexpr):
-    """Stage 1, one program per (row n, tile t): reads the tile once and writes the tile max,
-    sum exp(x - max), the lowest id of the max, and the C largest (value, id) as int64 keys
-    (value key << 32 | (2**31 - 1 - id): descending = value desc, id asc)."""
+                 HAS_GRAMMAR: tl.constexpr, HAS_PATCH: tl.constexpr, HAS_CAND: tl.constexpr):
+    """Stage 1, one program per (row n, tile t): reads the tile once and writes its max, sum
+    exp(x - max) and lowest id of the max; for rows with a filter, also candidates.
+
+    Candidates without selection passes: one histogram of the gap g = max - x in half-nat bins
+    over [0, 16) picks the widest gap whose tokens number at most C; those tokens are written
+    in id order (one prefix sum gives their slots) with the bound `bnd`: every token of the
+    tile with x >= bnd is a candidate (+inf: more than C tokens within half a nat of the max,
+    none written; -inf: nothing finite in the tile)."""
     n = tl.program_id(0)
     t = tl.program_id(1)
     b = n // K1
     j = n % K1
-    temp = tl.load(temp_ptr + b)
-    temp = tl.where(temp == 0, 1.0, temp)
+    temp_raw = tl.load(temp_ptr + b)
+    temp = tl.where(temp_raw == 0, 1.0, temp_raw)
     has_g = tl.load(hasg_ptr + b).to(tl.int32)
     rep = tl.load(rep_ptr + b)
     freq = tl.load(freq_ptr + b)
@@ -224,139 +228,32 @@ def _tile_kernel(logits_ptr, row_stride, V, K1, temp_ptr,
     tl.store(tsum_ptr + o, s)
     tl.store(targ_ptr + o, arg)
     if HAS_CAND:
-        keys = (_key(x).to(tl.int64) << 32) | (2147483647 - offs).to(tl.int64)
-        keys = tl.where(offs < V, keys, -9223372036854775807 - 1)
-        if TOPK:  # bitonic top-C in registers (one pass)
-            tl.store(cand_ptr + o * C + tl.arange(0, C), tl.topk(keys, C))
-        else:  # C rounds of max-and-remove: the same set (the interpreter's topk is huge)
-            for c in tl.static_range(C):
-                top = tl.max(keys, 0)
-                tl.store(cand_ptr + o * C + c, top)
-                keys = tl.where(keys == top, -9223372036854775807 - 1, keys)
+        need = (temp_raw != 0) & ((tl.load(topk_ptr + b) > 0) | (tl.load(topp_ptr + b) < 1)
+                                  | (tl.load(minp_ptr + b) > 0))
+        if need:
+            g = m0 - x
+            inr = (x > float("-inf")) & (g < 16.0)
+            gb = tl.where(inr, (g * 2.0).to(tl.int32), 0)
+            cc = tl.cumsum(tl.histogram(gb, 32, mask=inr), 0)
+            top = tl.max(tl.where(cc <= C, tl.arange(0, 32), -1), 0)
+            sel = inr & (gb <= top)
+            pos = tl.cumsum(sel.to(tl.int32), 0) - 1
+            base = o * C
+            tl.store(cval_ptr + base + pos, x, mask=sel)
+            tl.store(cid_ptr + base + pos, offs, mask=sel)
+            tl.store(tcnt_ptr + o, tl.sum(sel.to(tl.int32), 0))
+            bnd = tl.where(top < 0, float("inf"), m - top.to(tl.float32) * 0.5)
+            tl.store(tbnd_ptr + o, bnd)
 
 
 @triton.jit
-def _row_kernel(tmax_ptr, tsum_ptr, targ_ptr, cand_ptr, K1, T,
-                temp_ptr, topk_ptr, topp_ptr, minp_ptr,
-                m0_ptr, xlo_ptr, sa_ptr, pthr_ptr, minpo_ptr, arg_ptr, status_ptr, mass_ptr,
-                T_PAD: tl.constexpr, C: tl.constexpr, HAS_FILTER: tl.constexpr,
-                NEED_LAW: tl.constexpr):
-    """Stage 2, one program per row: merge tiles; the row max M, the greedy argmax, and the
-    filter thresholds when they are exact from the candidates (status 1) or a flag for the
-    exact search (status 2). Status 0: no filter, the tile masses are written here.
-
-    Candidates are exact above `safe` (the largest C-th candidate of any tile): every token
-    with a larger value is among them. Top-k is exact when its k-th value is above `safe`;
-    top-p when its crossing token is above `safe` or the top-k set is inside the candidates.
-    """
-    n = tl.program_id(0)
-    b = n // K1
-    tiles = tl.arange(0, T_PAD)
-    tv = tiles < T
-    o = n.to(tl.int64) * T_PAD
-    tm = tl.load(tmax_ptr + o + tiles, mask=tv, other=float("-inf"))
-    ts = tl.load(tsum_ptr + o + tiles, mask=tv, other=0.0)
-    ta = tl.load(targ_ptr + o + tiles, mask=tv, other=2147483647)
-    m = tl.max(tm, 0)
-    m0 = tl.where(m > float("-inf"), m, 0.0)
-    arg = tl.min(tl.where(tm == m, ta, 2147483647), 0)
-    arg = tl.where(arg == 2147483647, 0, arg)
-    tmass = tl.where(tm > float("-inf"), _exp(tm - m0) * ts, 0.0)
-    s_all = tl.sum(tmass, 0)
-    temp = tl.load(temp_ptr + b)
-    k = tl.load(topk_ptr + b)
-    top_p = tl.load(topp_ptr + b)
-    min_p = tl.load(minp_ptr + b)
-    status = 0
-    x_lo = float("-inf")
-    s_a = s_all
-    pthr = 0.0
-    if HAS_FILTER:
-        active = (k > 0) | (top_p < 1) | (min_p > 0)
-        if not NEED_LAW:
-            active = active & (temp != 0)
-        if active:
-            status = 1
-            r = tl.arange(0, T_PAD * C)
-            keys = tl.load(cand_ptr + o * C + r, mask=r < T * C, other=-9223372036854775807 - 1)
-            vals = tl.where(keys == -9223372036854775807 - 1, float("-inf"),
-                            _unkey((keys >> 32).to(tl.int32)))
-            sv = tl.sort(vals, 0, descending=True)
-            # safe = the largest of the tiles' C-th candidates (both extractions store them
-            # in descending order: tl.topk ends with a descending bitonic merge)
-            last = tl.load(cand_ptr + (o + tiles) * C + (C - 1), mask=tv,
-                           other=-9223372036854775807 - 1)
-            lastv = tl.where(last == -9223372036854775807 - 1, float("-inf"),
-                             _unkey((last >> 32).to(tl.int32)))
-            safe = tl.max(lastv, 0)
-            a_inside = safe == float("-inf")
-            if k > 0:
-                kth = tl.max(tl.where(r == k - 1, sv, float("-inf")), 0)
-                exact = (k <= T * C) & (safe < kth)
-                x_lo = kth
-                a_inside = exact
-                in_a = (sv > float("-inf")) & (sv >= kth)
-                s_a = tl.sum(tl.where(in_a, _exp(sv - m0), 0.0), 0)
-                if not exact:
-                    status = 2
-            if top_p < 1:
-                in_a = (sv > float("-inf")) & (sv >= x_lo)
-                s_c = tl.maximum(s_a, 1.1754943508222875e-38)
-                p = tl.where(in_a, _div(_exp(sv - m0), s_c), 0.0)
-                cs = tl.cumsum(p, 0)
-                n_a = tl.sum(in_a.to(tl.int32), 0)
-                below = tl.sum((in_a & (cs < top_p)).to(tl.int32), 0)
-                c_idx = tl.minimum(below, n_a - 1)
-                pthr = tl.max(tl.where(r == c_idx, p, 0.0), 0)
-                x_c = tl.max(tl.where(r == c_idx, sv, float("-inf")), 0)
-                ok = a_inside | ((below < n_a) & (x_c > safe))
-                if not ok:
-                    status = 2
-            if status == 1:
-                # Kept set inside the candidates (every token above `safe` is one; `_keep` is
-                # monotone in x, so if `safe` is not kept no other token is): the tile masses
-                # are sums over candidates and `_mass_kernel` skips the row (status 3).
-                s_c = tl.maximum(s_a, 1.1754943508222875e-38)
-                if not _keep(safe, x_lo, m0, s_c, pthr, min_p):
-                    status = 3
-                    wc = tl.where(_keep(vals, x_lo, m0, s_c, pthr, min_p), _exp(vals - m0), 0.0)
-                    tl.store(mass_ptr + o + tiles, tl.sum(tl.reshape(wc, [T_PAD, C]), 1),
-                             mask=tv)
-    tl.store(m0_ptr + n, m0)
-    tl.store(xlo_ptr + n, x_lo)
-    tl.store(sa_ptr + n, tl.maximum(s_a, 1.1754943508222875e-38))
-    tl.store(pthr_ptr + n, pthr)
-    tl.store(minpo_ptr + n, tl.where(status > 0, min_p, 0.0))
-    tl.store(arg_ptr + n, arg)
-    tl.store(status_ptr + n, status)
-    if status == 0:
-        tl.store(mass_ptr + o + tiles, tmass, mask=tv)
-
-
-@triton.jit
-def _search_kernel(logits_ptr, row_stride, V, K1, T, temp_ptr,
-                   gmask_ptr, g_sb, g_sj, hasg_ptr, bits_ptr, cnt_ptr, bias_ptr, W,
-                   rep_ptr, freq_ptr, pres_ptr, topk_ptr, topp_ptr,
-                   m0_ptr, xlo_ptr, sa_ptr, pthr_ptr, status_ptr,
-                   BLOCK_V: tl.constexpr, HAS_GRAMMAR: tl.constexpr, HAS_PATCH: tl.constexpr):
-    """Exact path for rows with status 2 (others return at once): bisection over the
-    order-preserving int32 keys, each step one pass over the row. Top-k: the largest key m
-    with count(key >= m) >= k is the k-th largest value. Top-p: the smallest key m with
-    mass(key > m) < top_p; keep key >= m (= "mass strictly above < top_p")."""
-    n = tl.program_id(0)
-    if tl.load(status_ptr + n) != 2:
-        return
-    b = n // K1
-    j = n % K1
-    temp = tl.load(temp_ptr + b)
-    temp = tl.where(temp == 0, 1.0, temp)
-    has_g = tl.load(hasg_ptr + b).to(tl.int32)
-    rep = tl.load(rep_ptr + b)
-    freq = tl.load(freq_ptr + b)
-    pres = tl.load(pres_ptr + b)
-    k = tl.load(topk_ptr + b)
-    top_p = tl.load(topp_ptr + b)
-    m0 = tl.load(m0_ptr + n)
+def _search(logits_ptr, row_stride, V, n, b, j, T, temp, gmask_ptr, g_sb, g_sj, has_g,
+            bits_ptr, cnt_ptr, bias_ptr, W, rep, freq, pres, k, top_p, m0,
+            BLOCK_V: tl.constexpr, HAS_GRAMMAR: tl.constexpr, HAS_PATCH: tl.constexpr):
+    """Exact thresholds of one row by bisection over the order-preserving int32 keys, each
+    step one pass over the row (slow path). Top-k: the largest key m with count(key >= m) >=
+    k is the k-th largest value. Top-p: the smallest key m with mass(key > m) < top_p; keep
+    key >= m (= "mass strictly above < top_p"). Returns (x_lo, kept mass of top-k)."""
     ar = tl.arange(0, BLOCK_V)
     x_lo = float("-inf")
     if k > 0:
@@ -399,38 +296,7 @@ def _search_kernel(logits_ptr, row_stride, V, K1, T, temp_ptr,
             hi = tl.where(good, mid, hi)
             lo = tl.where(good, lo, mid + 1)
         x_lo = tl.maximum(x_lo, _unkey(lo))
-    tl.store(xlo_ptr + n, x_lo)
-    tl.store(sa_ptr + n, s_a)
-    tl.store(pthr_ptr + n, 0.0)
-    tl.store(status_ptr + n, 1)
-
-
-@triton.jit
-def _mass_kernel(logits_ptr, row_stride, V, K1, temp_ptr,
-                 gmask_ptr, g_sb, g_sj, hasg_ptr, bits_ptr, cnt_ptr, bias_ptr, W,
-                 rep_ptr, freq_ptr, pres_ptr,
-                 m0_ptr, xlo_ptr, sa_ptr, pthr_ptr, minp_ptr, status_ptr, mass_ptr,
-                 T_PAD: tl.constexpr, BLOCK_V: tl.constexpr,
-                 HAS_GRAMMAR: tl.constexpr, HAS_PATCH: tl.constexpr):
-    """Per (row, tile) with a filter whose kept set is not inside the candidates (status 1):
-    the tile's kept mass sum exp(x - M). Status 0 and 3 rows have their masses already."""
-    n = tl.program_id(0)
-    t = tl.program_id(1)
-    if tl.load(status_ptr + n) != 1:
-        return
-    b = n // K1
-    j = n % K1
-    temp = tl.load(temp_ptr + b)
-    temp = tl.where(temp == 0, 1.0, temp)
-    offs = t * BLOCK_V + tl.arange(0, BLOCK_V)
-    x = _processed(logits_ptr, n, b, j, offs, V, row_stride, temp, gmask_ptr, g_sb, g_sj,
-                   tl.load(hasg_ptr + b).to(tl.int32), bits_ptr, cnt_ptr, bias_ptr, W,
-                   tl.load(rep_ptr + b), tl.load(freq_ptr + b), tl.load(pres_ptr + b),
-                   HAS_GRAMMAR, HAS_PATCH)
-    m0 = tl.load(m0_ptr + n)
-    keep = _keep(x, tl.load(xlo_ptr + n), m0, tl.load(sa_ptr + n), tl.load(pthr_ptr + n),
-                 tl.load(minp_ptr + n))
-    tl.store(mass_ptr + n.to(tl.int64) * T_PAD + t, tl.sum(tl.where(keep, _exp(x - m0), 0.0), 0))
+    return x_lo, s_a
 
 
 @triton.jit
@@ -453,17 +319,110 @@ def _draft_q(q_ptr, qid_ptr, Q, b, j, K, x, offs_ok, Q_MODE: tl.constexpr,
 
 
 @triton.jit
-def _accept_kernel(logits_ptr, row_stride, V, K, K1, temp_ptr,
+def _choose_tile(tmass, target, T_PAD: tl.constexpr):
+    """Inverse CDF over tile masses: the first positive tile whose inclusive prefix exceeds
+    target (else the last positive tile) and the part of target left inside it. (A parallel
+    scan need not be monotone in the last bit, so "count(cm <= target)" could pick a zero.)"""
+    tiles = tl.arange(0, T_PAD)
+    cm = tl.cumsum(tmass, 0)
+    tsel = tl.min(tl.where((cm > target) & (tmass > 0), tiles, T_PAD), 0)
+    last_pos = tl.max(tl.where(tmass > 0, tiles, -1), 0)
+    tsel = tl.maximum(tl.where(tsel >= T_PAD, last_pos, tsel), 0)
+    return tsel, target - tl.sum(tl.where(tiles < tsel, tmass, 0.0), 0)
+
+
+@triton.jit
+def _pick_vec(w, ids, target, R: tl.constexpr):
+    """Inverse CDF over a short id-ordered list: the first positive entry whose inclusive
+    prefix exceeds target, else the last positive one; its id (0 if nothing is positive)."""
+    rr = tl.arange(0, R)
+    cdf = tl.cumsum(w, 0)
+    first = tl.min(tl.where((cdf > target) & (w > 0), rr, R), 0)
+    last = tl.max(tl.where(w > 0, rr, -1), 0)
+    idx = tl.where(first < R, first, last)
+    return tl.where(last < 0, 0, tl.sum(tl.where(rr == idx, ids, 0), 0))
+
+
+@triton.jit
+def _in_tile(logits_ptr, row_stride, V, n, b, j, K, tile, rest, temp, gmask_ptr, g_sb, g_sj,
+             has_g, bits_ptr, cnt_ptr, bias_ptr, W, rep, freq, pres,
+             x_lo, m0, s_c, pthr, minp, resid, wc, xd, q_ptr, qid_ptr, Q,
+             BLOCK_V: tl.constexpr, Q_MODE: tl.constexpr, BLOCK_Q: tl.constexpr,
+             HAS_GRAMMAR: tl.constexpr, HAS_PATCH: tl.constexpr):
+    """The token of tile `tile` where the in-tile inverse CDF passes `rest`: weights exp(x - M)
+    of kept tokens, or with `resid` the residual max(w / wc - q, 0) of the draft law q."""
+    offs = tile * BLOCK_V + tl.arange(0, BLOCK_V)
+    x = _processed(logits_ptr, n, b, j, offs, V, row_stride, temp, gmask_ptr, g_sb, g_sj,
+                   has_g, bits_ptr, cnt_ptr, bias_ptr, W, rep, freq, pres,
+                   HAS_GRAMMAR, HAS_PATCH)
+    w = tl.where(_keep(x, x_lo, m0, s_c, pthr, minp), _exp(x - m0), 0.0)
+    if resid:
+        if Q_MODE == 0:
+            q = (offs == xd).to(tl.float32)
+        else:
+            q = _draft_q(q_ptr, qid_ptr, Q, b, j, K, offs, offs < V, Q_MODE, BLOCK_Q)
+        w = tl.maximum(_div(w, wc) - q, 0.0)
+    cdf = tl.cumsum(w, 0)
+    first = tl.min(tl.where((cdf > rest) & (w > 0), offs, 2147483647), 0)
+    lastw = tl.max(tl.where(w > 0, offs, -1), 0)
+    tok = tl.where(first < 2147483647, first, lastw)
+    return tl.where(lastw < 0, 0, tok)
+
+
+@triton.jit
+def _weight_at(logits_ptr, row_stride, V, n, b, j, xd, temp, gmask_ptr, g_sb, g_sj, has_g,
+               bits_ptr, cnt_ptr, bias_ptr, W, rep, freq, pres, x_lo, m0, s_c, pthr, minp,
+               HAS_GRAMMAR: tl.constexpr, HAS_PATCH: tl.constexpr):
+    """exp(x - M) of token xd if it is kept (0 if not, or outside the vocabulary)."""
+    lane = tl.arange(0, 2)
+    offs = tl.where(lane == 0, xd, -1).to(tl.int32)
+    x = _processed(logits_ptr, n, b, j, offs, V, row_stride, temp, gmask_ptr, g_sb, g_sj,
+                   has_g, bits_ptr, cnt_ptr, bias_ptr, W, rep, freq, pres,
+                   HAS_GRAMMAR, HAS_PATCH)
+    keep = _keep(x, x_lo, m0, s_c, pthr, minp) & (lane == 0)
+    return tl.sum(tl.where(keep, _exp(x - m0), 0.0), 0)
+
+
+@triton.jit
+def _q_at(q_ptr, qid_ptr, Q, b, j, K, xd, inside, Q_MODE: tl.constexpr,
+          BLOCK_Q: tl.constexpr):
+    """q_j(xd), the draft probability of the draft token (1 for deterministic drafts)."""
+    if Q_MODE == 0:
+        return 1.0
+    lane = tl.arange(0, 2)
+    offs = tl.where(lane == 0, xd, -1)
+    return tl.sum(_draft_q(q_ptr, qid_ptr, Q, b, j, K, offs, (lane == 0) & inside, Q_MODE,
+                           BLOCK_Q), 0)
+
+
+@triton.jit
+def _finish_kernel(logits_ptr, row_stride, V, K, K1, T, temp_ptr,
                    gmask_ptr, g_sb, g_sj, hasg_ptr, bits_ptr, cnt_ptr, bias_ptr, W,
-                   rep_ptr, freq_ptr, pres_ptr, seed_ptr, pos_ptr,
-                   draft_ptr, ndraft_ptr, q_ptr, qid_ptr, Q,
-                   m0_ptr, xlo_ptr, sa_ptr, pthr_ptr, minp_ptr, arg_ptr, mass_ptr,
-                   nacc_ptr, tokens_ptr,
-                   T_PAD: tl.constexpr, Q_MODE: tl.constexpr, BLOCK_Q: tl.constexpr,
+                   rep_ptr, freq_ptr, pres_ptr, topk_ptr, topp_ptr, minp_ptr, seed_ptr,
+                   pos_ptr, draft_ptr, ndraft_ptr, q_ptr, qid_ptr, Q,
+                   tmax_ptr, tsum_ptr, targ_ptr, tcnt_ptr, tbnd_ptr, cval_ptr, cid_ptr,
+                   sv_ptr, si_ptr, tokens_ptr, acc_ptr, toks_ptr, tokr_ptr, path_ptr,
+                   T_PAD: tl.constexpr, C: tl.constexpr, CMAX: tl.constexpr,
+                   BLOCK_V: tl.constexpr, HAS_FILTER: tl.constexpr, VERIFY: tl.constexpr,
+                   Q_MODE: tl.constexpr, BLOCK_Q: tl.constexpr,
                    HAS_GRAMMAR: tl.constexpr, HAS_PATCH: tl.constexpr):
-    """One program per request: the acceptance chain over its drafts (accept iff u * q(x) <
-    p(x), u on the ACCEPT stream; greedy: x == argmax), writes n_acc and the accepted drafts."""
-    b = tl.program_id(0)
+    """Stage 2, one program per row n = (request b, position j): everything after the read.
+
+    Merges the tiles (row max M, total mass S, greedy argmax). Then, per row:
+    - greedy: the argmax;
+    - no filter: a tile by mass, then the token inside it (one tile re-read);
+    - filter: the candidates with x >= L (L = the largest tile bound, raised by a histogram
+      of the candidates' gaps until at most CMAX remain) are every token with x >= L, so
+      top-k, top-p and min-p are exact from them when the k-th value, the top-p crossing
+      token and the min-p cut all lie at or above L; the token is drawn among them;
+    - otherwise (flat rows, dense/sparse draft laws without a filter) the slow path: exact
+      bisection and full passes over the row in this program.
+    `sample` writes the token; `verify` writes per row the acceptance of its draft and the
+    tokens drawn from p (SAMPLE stream) and from the residual (RESIDUAL stream), which
+    `_combine_kernel` chains. `path`: 0 greedy, 1 candidates, 2 tiles, 3 slow."""
+    n = tl.program_id(0)
+    b = n // K1
+    j = n % K1
     temp_raw = tl.load(temp_ptr + b)
     greedy = temp_raw == 0
     temp = tl.where(greedy, 1.0, temp_raw)
@@ -471,150 +430,225 @@ def _accept_kernel(logits_ptr, row_stride, V, K, K1, temp_ptr,
     rep = tl.load(rep_ptr + b)
     freq = tl.load(freq_ptr + b)
     pres = tl.load(pres_ptr + b)
+    k = tl.load(topk_ptr + b)
+    top_p = tl.load(topp_ptr + b)
+    min_p = tl.load(minp_ptr + b)
     seed = tl.load(seed_ptr + b)
-    pos0 = tl.load(pos_ptr + b)
-    nd = tl.load(ndraft_ptr + b)
+    pos = tl.load(pos_ptr + b) + j
     tiles = tl.arange(0, T_PAD)
-    lane = tl.arange(0, 2)
-    n_acc = 0
-    going = 1
-    for j in range(K):
-        n = b * K1 + j
-        xs = tl.load(draft_ptr + b * K + j)
-        inside = (xs >= 0) & (xs < V)
-        offs = tl.where(lane == 0, xs, -1).to(tl.int32)
-        x = _processed(logits_ptr, n, b, j, offs, V, row_stride, temp, gmask_ptr, g_sb, g_sj,
-                       has_g, bits_ptr, cnt_ptr, bias_ptr, W, rep, freq, pres,
-                       HAS_GRAMMAR, HAS_PATCH)
-        m0 = tl.load(m0_ptr + n)
-        keep = _keep(x, tl.load(xlo_ptr + n), m0, tl.load(sa_ptr + n), tl.load(pthr_ptr + n),
-                     tl.load(minp_ptr + n))
-        w = tl.sum(tl.where(keep & (lane == 0), _exp(x - m0), 0.0), 0)
-        total = tl.sum(tl.load(mass_ptr + n.to(tl.int64) * T_PAD + tiles), 0)
-        p_x = tl.where(inside, _div(w, tl.maximum(total, 1.1754943508222875e-38)), 0.0)
-        if Q_MODE == 0:
-            q_x = 1.0
-        else:
-            q_x = tl.sum(_draft_q(q_ptr, qid_ptr, Q, b, j, K, offs,
-                                  (lane == 0) & inside, Q_MODE, BLOCK_Q), 0)
-        u = _uniform(seed, pos0 + j, 1)
-        ok = tl.where(greedy, inside & (xs == tl.load(arg_ptr + n)), u * q_x < p_x)
-        ok = ok & (j < nd)
-        going = going & ok.to(tl.int32)
-        n_acc += going
-        tl.store(tokens_ptr + b * K1 + j, tl.where(going != 0, xs, -1))
-    tl.store(tokens_ptr + b * K1 + K, -1)
-    tl.store(nacc_ptr + b, n_acc.to(tl.int64))
-
-
-@triton.jit
-def _residual_kernel(logits_ptr, row_stride, V, K, K1, temp_ptr,
-                     gmask_ptr, g_sb, g_sj, hasg_ptr, bits_ptr, cnt_ptr, bias_ptr, W,
-                     rep_ptr, freq_ptr, pres_ptr, draft_ptr, ndraft_ptr, q_ptr, qid_ptr, Q,
-                     m0_ptr, xlo_ptr, sa_ptr, pthr_ptr, minp_ptr, mass_ptr, nacc_ptr,
-                     rmass_ptr, T_PAD: tl.constexpr, BLOCK_V: tl.constexpr,
-                     Q_MODE: tl.constexpr, BLOCK_Q: tl.constexpr,
-                     HAS_GRAMMAR: tl.constexpr, HAS_PATCH: tl.constexpr):
-    """Per (request, tile) of a stochastic row that rejected at e = n_acc: the tile mass of
-    max(p_e - q_e, 0) (p_e = w / total as in the torch backend)."""
-    b = tl.program_id(0)
-    t = tl.program_id(1)
-    e = tl.load(nacc_ptr + b).to(tl.int32)
-    temp_raw = tl.load(temp_ptr + b)
-    if (e >= tl.load(ndraft_ptr + b)) | (temp_raw == 0):
-        return
-    n = b * K1 + e
-    offs = t * BLOCK_V + tl.arange(0, BLOCK_V)
-    x = _processed(logits_ptr, n, b, e, offs, V, row_stride, temp_raw, gmask_ptr, g_sb, g_sj,
-                   tl.load(hasg_ptr + b).to(tl.int32), bits_ptr, cnt_ptr, bias_ptr, W,
-                   tl.load(rep_ptr + b), tl.load(freq_ptr + b), tl.load(pres_ptr + b),
-                   HAS_GRAMMAR, HAS_PATCH)
-    m0 = tl.load(m0_ptr + n)
-    keep = _keep(x, tl.load(xlo_ptr + n), m0, tl.load(sa_ptr + n), tl.load(pthr_ptr + n),
-                 tl.load(minp_ptr + n))
-    tiles = tl.arange(0, T_PAD)
-    total = tl.maximum(tl.sum(tl.load(mass_ptr + n.to(tl.int64) * T_PAD + tiles), 0),
-                       1.1754943508222875e-38)
-    pe = _div(tl.where(keep, _exp(x - m0), 0.0), total)
-    if Q_MODE == 0:
-        xd = tl.load(draft_ptr + b * K + e)
-        q = (offs == xd).to(tl.float32)
-    else:
-        q = _draft_q(q_ptr, qid_ptr, Q, b, e, K, offs, offs < V, Q_MODE, BLOCK_Q)
-    r = tl.maximum(pe - q, 0.0)
-    tl.store(rmass_ptr + b.to(tl.int64) * T_PAD + t, tl.sum(r, 0))
-
-
-@triton.jit
-def _pick_kernel(logits_ptr, row_stride, V, K, K1, T, temp_ptr,
-                 gmask_ptr, g_sb, g_sj, hasg_ptr, bits_ptr, cnt_ptr, bias_ptr, W,
-                 rep_ptr, freq_ptr, pres_ptr, seed_ptr, pos_ptr,
-                 draft_ptr, ndraft_ptr, q_ptr, qid_ptr, Q,
-                 m0_ptr, xlo_ptr, sa_ptr, pthr_ptr, minp_ptr, arg_ptr, mass_ptr, rmass_ptr,
-                 nacc_ptr, tokens_ptr,
-                 T_PAD: tl.constexpr, BLOCK_V: tl.constexpr, HAS_DRAFT: tl.constexpr,
-                 Q_MODE: tl.constexpr, BLOCK_Q: tl.constexpr,
-                 HAS_GRAMMAR: tl.constexpr, HAS_PATCH: tl.constexpr):
-    """One program per request: the emitted token at e = n_acc. Greedy: the argmax. Else an
-    inverse CDF in token-id order with one uniform: the tile by cumulative tile mass, then
-    the token inside that tile (re-read once). Residual at a rejection (RESIDUAL stream),
-    else p_e (SAMPLE stream; also when the residual is all zero, with the RESIDUAL uniform)."""
-    b = tl.program_id(0)
-    e = 0
-    rejected = False
-    if HAS_DRAFT:
-        e = tl.load(nacc_ptr + b).to(tl.int32)
-        rejected = e < tl.load(ndraft_ptr + b)
-    n = b * K1 + e
-    temp_raw = tl.load(temp_ptr + b)
-    greedy = temp_raw == 0
-    tiles = tl.arange(0, T_PAD)
+    tv = tiles < T
     o = n.to(tl.int64) * T_PAD
-    wm = tl.load(mass_ptr + o + tiles)
-    use_r = False
-    if HAS_DRAFT:
-        rm = tl.load(rmass_ptr + b.to(tl.int64) * T_PAD + tiles)
-        use_r = rejected & (tl.sum(rm, 0) > 0) & (temp_raw != 0)
-        tmass = tl.where(use_r, rm, wm)
-    else:
-        tmass = wm
-    seed = tl.load(seed_ptr + b)
-    pos = tl.load(pos_ptr + b) + e
-    u = tl.where(rejected, _uniform(seed, pos, 2), _uniform(seed, pos, 0))
-    cm = tl.cumsum(tmass, 0)
-    target = u * tl.sum(tmass, 0)
-    # first positive tile whose inclusive prefix exceeds the target (a parallel scan need not
-    # be monotone in the last bit, so "count(cm <= target)" could land on a zero tile)
-    tsel = tl.min(tl.where((cm > target) & (tmass > 0), tiles, T_PAD), 0)
-    last_pos = tl.max(tl.where(tmass > 0, tiles, -1), 0)
-    tsel = tl.where(tsel >= T_PAD, last_pos, tsel)
-    tsel = tl.maximum(tsel, 0)
-    before = tl.sum(tl.where(tiles < tsel, tmass, 0.0), 0)
-    rest = target - before
-    offs = tsel * BLOCK_V + tl.arange(0, BLOCK_V)
-    x = _processed(logits_ptr, n, b, e, offs, V, row_stride, tl.where(greedy, 1.0, temp_raw),
-                   gmask_ptr, g_sb, g_sj, tl.load(hasg_ptr + b).to(tl.int32), bits_ptr,
-                   cnt_ptr, bias_ptr, W, tl.load(rep_ptr + b), tl.load(freq_ptr + b),
-                   tl.load(pres_ptr + b), HAS_GRAMMAR, HAS_PATCH)
-    m0 = tl.load(m0_ptr + n)
-    keep = _keep(x, tl.load(xlo_ptr + n), m0, tl.load(sa_ptr + n), tl.load(pthr_ptr + n),
-                 tl.load(minp_ptr + n))
-    w = tl.where(keep, _exp(x - m0), 0.0)
-    if HAS_DRAFT:  # noqa: SIM102 - a constexpr branch around a runtime one
-        if use_r:
-            total = tl.maximum(tl.sum(wm, 0), 1.1754943508222875e-38)
-            if Q_MODE == 0:
-                q = (offs == tl.load(draft_ptr + b * K + e)).to(tl.float32)
+    tm = tl.load(tmax_ptr + o + tiles, mask=tv, other=float("-inf"))
+    ts = tl.load(tsum_ptr + o + tiles, mask=tv, other=0.0)
+    ta = tl.load(targ_ptr + o + tiles, mask=tv, other=2147483647)
+    big_m = tl.max(tm, 0)
+    m0 = tl.where(big_m > float("-inf"), big_m, 0.0)
+    arg = tl.min(tl.where(tm == big_m, ta, 2147483647), 0)
+    arg = tl.where(arg == 2147483647, 0, arg)
+    tmass = tl.where(tm > float("-inf"), _exp(tm - m0) * ts, 0.0)
+    s_all = tl.sum(tmass, 0)
+    tiny = 1.1754943508222875e-38
+    filtered = (temp_raw != 0) & ((k > 0) | (top_p < 1) | (min_p > 0))
+    xd = -1
+    has_d = j < 0
+    if VERIFY:
+        has_d = j < tl.load(ndraft_ptr + b)
+        xd = tl.load(draft_ptr + b * K + j, mask=j < K, other=-1).to(tl.int32)
+    inside = (xd >= 0) & (xd < V)
+    u_s = _uniform(seed, pos, 0)
+    u_a = _uniform(seed, pos, 1)
+    u_r = _uniform(seed, pos, 2)
+    q_x = _q_at(q_ptr, qid_ptr, Q, b, j, K, xd, inside, Q_MODE, BLOCK_Q)
+    tok_s = arg
+    tok_r = arg
+    acc = has_d & inside & (xd == arg)
+    path = 0
+    slow = j < 0
+    x_lo = float("-inf")
+    s_c = tl.maximum(s_all, tiny)
+    pthr = 0.0
+    minp = 0.0
+    if HAS_FILTER:  # noqa: SIM102 - a constexpr branch around a runtime one
+        if filtered:
+            path = 1
+            cs = tl.arange(0, C)
+            cnt_t = tl.load(tcnt_ptr + o + tiles, mask=tv, other=0)
+            lim = tl.max(tl.load(tbnd_ptr + o + tiles, mask=tv, other=float("-inf")), 0)
+            cmask = tv[:, None] & (cs[None, :] < cnt_t[:, None])
+            coff = (o + tiles)[:, None] * C + cs[None, :]
+            cv = tl.reshape(tl.load(cval_ptr + coff, mask=cmask, other=float("-inf")),
+                            [T_PAD * C])
+            ci = tl.reshape(tl.load(cid_ptr + coff, mask=cmask, other=0), [T_PAD * C])
+            valid = tl.reshape(cmask, [T_PAD * C]) & (cv >= lim)
+            n_c = tl.sum(valid.to(tl.int32), 0)
+            if n_c > CMAX:  # raise L: quarter-nat histogram of the gap to M
+                gb = tl.where(valid, tl.minimum((m0 - cv) * 4.0, 63.0).to(tl.int32), 0)
+                cc = tl.cumsum(tl.histogram(gb, 64, mask=valid), 0)
+                top = tl.max(tl.where(cc <= CMAX, tl.arange(0, 64), -1), 0)
+                lim = tl.where(top < 0, float("inf"),
+                               tl.maximum(lim, m0 - top.to(tl.float32) * 0.25))
+                valid = valid & (cv >= lim)
+                n_c = tl.sum(valid.to(tl.int32), 0)
+            # compact the (id-ordered) survivors through a per-row scratch
+            slot = tl.cumsum(valid.to(tl.int32), 0) - 1
+            rr = tl.arange(0, CMAX)
+            tl.store(sv_ptr + n.to(tl.int64) * CMAX + slot, cv, mask=valid & (slot < CMAX))
+            tl.store(si_ptr + n.to(tl.int64) * CMAX + slot, ci, mask=valid & (slot < CMAX))
+            tl.debug_barrier()
+            live = rr < n_c
+            v = tl.load(sv_ptr + n.to(tl.int64) * CMAX + rr, mask=live, other=float("-inf"))
+            ids = tl.load(si_ptr + n.to(tl.int64) * CMAX + rr, mask=live, other=0)
+            complete = lim == float("-inf")
+            ok = lim < float("inf")
+            vs = tl.sort(v, 0, descending=True)
+            if k > 0:
+                if k <= n_c:
+                    x_lo = tl.max(tl.where(rr == k - 1, vs, float("-inf")), 0)
+                else:
+                    ok = ok & complete
+            kept0 = live & (v > float("-inf")) & (v >= x_lo)
+            s_a = s_all
+            if x_lo > float("-inf"):
+                s_a = tl.sum(tl.where(kept0, _exp(v - m0), 0.0), 0)
+            s_c = tl.maximum(s_a, tiny)
+            if top_p < 1:
+                ps = tl.sort(tl.where(kept0, _div(_exp(v - m0), s_c), 0.0), 0, descending=True)
+                csum = tl.cumsum(ps, 0)
+                n_k = tl.sum(kept0.to(tl.int32), 0)
+                below = tl.sum(((rr < n_k) & (csum < top_p)).to(tl.int32), 0)
+                if below >= n_k:
+                    ok = ok & complete
+                c_idx = tl.minimum(below, n_k - 1)
+                pthr = tl.max(tl.where(rr == c_idx, ps, 0.0), 0)
+            minp = min_p
+            prev = _unkey(_key(lim) - 1)
+            ok = ok & (complete | (_keep(prev, x_lo, m0, s_c, pthr, minp) == 0))
+            if ok:
+                w = tl.where(live & _keep(v, x_lo, m0, s_c, pthr, minp), _exp(v - m0), 0.0)
+                w_tot = tl.sum(w, 0)
+                wc = tl.maximum(w_tot, tiny)
+                tok_s = _pick_vec(w, ids, u_s * w_tot, CMAX)
+                if VERIFY:
+                    p_x = tl.where(inside, _div(tl.sum(tl.where(ids == xd, w, 0.0), 0), wc),
+                                   0.0)
+                    acc = has_d & (u_a * q_x < p_x)
+                    if Q_MODE == 0:
+                        qv = (ids == xd).to(tl.float32)
+                    else:
+                        qv = _draft_q(q_ptr, qid_ptr, Q, b, j, K, ids, live, Q_MODE, BLOCK_Q)
+                    r = tl.maximum(_div(w, wc) - qv, 0.0)
+                    r_tot = tl.sum(r, 0)
+                    tok_r = tl.where(r_tot > 0, _pick_vec(r, ids, u_r * r_tot, CMAX),
+                                     _pick_vec(w, ids, u_r * w_tot, CMAX))
             else:
-                q = _draft_q(q_ptr, qid_ptr, Q, b, e, K, offs, offs < V, Q_MODE, BLOCK_Q)
-            w = tl.maximum(_div(w, total) - q, 0.0)
-    cdf = tl.cumsum(w, 0)
-    first = tl.min(tl.where((cdf > rest) & (w > 0), offs, 2147483647), 0)
-    lastw = tl.max(tl.where(w > 0, offs, -1), 0)
-    tok = tl.where(first < 2147483647, first, lastw)
-    tok = tl.where(lastw < 0, 0, tok)
-    tok = tl.where(greedy, tl.load(arg_ptr + n), tok)
-    tl.store(tokens_ptr + b * K1 + e, tok.to(tl.int64))
+                slow = j >= 0
+    if (temp_raw != 0) & (filtered == 0):
+        path = 2
+        tsel, rest = _choose_tile(tmass, u_s * s_all, T_PAD)
+        tok_s = _in_tile(logits_ptr, row_stride, V, n, b, j, K, tsel, rest, temp, gmask_ptr,
+                         g_sb, g_sj, has_g, bits_ptr, cnt_ptr, bias_ptr, W, rep, freq, pres,
+                         x_lo, m0, s_c, pthr, minp, j < 0, s_c, xd, q_ptr, qid_ptr, Q,
+                         BLOCK_V, Q_MODE, BLOCK_Q, HAS_GRAMMAR, HAS_PATCH)
+        if VERIFY:  # noqa: SIM102
+            if has_d:
+                if Q_MODE == 0:
+                    w_x = _weight_at(logits_ptr, row_stride, V, n, b, j, xd, temp, gmask_ptr,
+                                     g_sb, g_sj, has_g, bits_ptr, cnt_ptr, bias_ptr, W, rep,
+                                     freq, pres, x_lo, m0, s_c, pthr, minp,
+                                     HAS_GRAMMAR, HAS_PATCH)
+                    acc = u_a * q_x < tl.where(inside, _div(w_x, s_c), 0.0)
+                    rm = tl.maximum(tl.where(tiles == xd // BLOCK_V, tmass - w_x, tmass), 0.0)
+                    r_tot = tl.sum(rm, 0)
+                    use_r = r_tot > 0
+                    tsel, rest = _choose_tile(tl.where(use_r, rm, tmass),
+                                              u_r * tl.where(use_r, r_tot, s_all), T_PAD)
+                    rest = tl.where(use_r, _div(rest, s_c), rest)
+                    tok_r = _in_tile(logits_ptr, row_stride, V, n, b, j, K, tsel, rest, temp,
+                                     gmask_ptr, g_sb, g_sj, has_g, bits_ptr, cnt_ptr, bias_ptr,
+                                     W, rep, freq, pres, x_lo, m0, s_c, pthr, minp, use_r,
+                                     s_c, xd, q_ptr, qid_ptr, Q, BLOCK_V, Q_MODE, BLOCK_Q,
+                                     HAS_GRAMMAR, HAS_PATCH)
+                else:
+                    slow = j >= 0
+    if slow:
+        path = 3
+        if filtered:
+            x_lo, s_c = _search(logits_ptr, row_stride, V, n, b, j, T, temp, gmask_ptr, g_sb,
+                                g_sj, has_g, bits_ptr, cnt_ptr, bias_ptr, W, rep, freq, pres,
+                                k, top_p, m0, BLOCK_V, HAS_GRAMMAR, HAS_PATCH)
+            pthr = 0.0
+            minp = min_p
+        ar = tl.arange(0, BLOCK_V)
+        wm = tl.zeros([T_PAD], tl.float32)
+        for t in range(T):
+            x = _processed(logits_ptr, n, b, j, t * BLOCK_V + ar, V, row_stride, temp,
+                           gmask_ptr, g_sb, g_sj, has_g, bits_ptr, cnt_ptr, bias_ptr, W, rep,
+                           freq, pres, HAS_GRAMMAR, HAS_PATCH)
+            ws = tl.sum(tl.where(_keep(x, x_lo, m0, s_c, pthr, minp), _exp(x - m0), 0.0), 0)
+            wm = tl.where(tiles == t, ws, wm)
+        w_tot = tl.sum(wm, 0)
+        wc = tl.maximum(w_tot, tiny)
+        tsel, rest = _choose_tile(wm, u_s * w_tot, T_PAD)
+        tok_s = _in_tile(logits_ptr, row_stride, V, n, b, j, K, tsel, rest, temp, gmask_ptr,
+                         g_sb, g_sj, has_g, bits_ptr, cnt_ptr, bias_ptr, W, rep, freq, pres,
+                         x_lo, m0, s_c, pthr, minp, j < 0, wc, xd, q_ptr, qid_ptr, Q,
+                         BLOCK_V, Q_MODE, BLOCK_Q, HAS_GRAMMAR, HAS_PATCH)
+        if VERIFY:  # noqa: SIM102
+            if has_d:
+                w_x = _weight_at(logits_ptr, row_stride, V, n, b, j, xd, temp, gmask_ptr, g_sb,
+                                 g_sj, has_g, bits_ptr, cnt_ptr, bias_ptr, W, rep, freq, pres,
+                                 x_lo, m0, s_c, pthr, minp, HAS_GRAMMAR, HAS_PATCH)
+                acc = u_a * q_x < tl.where(inside, _div(w_x, wc), 0.0)
+                rm = tl.zeros([T_PAD], tl.float32)
+                for t in range(T):
+                    offs = t * BLOCK_V + ar
+                    x = _processed(logits_ptr, n, b, j, offs, V, row_stride, temp, gmask_ptr,
+                                   g_sb, g_sj, has_g, bits_ptr, cnt_ptr, bias_ptr, W, rep,
+                                   freq, pres, HAS_GRAMMAR, HAS_PATCH)
+                    w = tl.where(_keep(x, x_lo, m0, s_c, pthr, minp), _exp(x - m0), 0.0)
+                    if Q_MODE == 0:
+                        q = (offs == xd).to(tl.float32)
+                    else:
+                        q = _draft_q(q_ptr, qid_ptr, Q, b, j, K, offs, offs < V, Q_MODE,
+                                     BLOCK_Q)
+                    rs = tl.sum(tl.maximum(_div(w, wc) - q, 0.0), 0)
+                    rm = tl.where(tiles == t, rs, rm)
+                r_tot = tl.sum(rm, 0)
+                use_r = r_tot > 0
+                tsel, rest = _choose_tile(tl.where(use_r, rm, wm),
+                                          u_r * tl.where(use_r, r_tot, w_tot), T_PAD)
+                tok_r = _in_tile(logits_ptr, row_stride, V, n, b, j, K, tsel, rest, temp,
+                                 gmask_ptr, g_sb, g_sj, has_g, bits_ptr, cnt_ptr, bias_ptr, W,
+                                 rep, freq, pres, x_lo, m0, s_c, pthr, minp, use_r, wc, xd,
+                                 q_ptr, qid_ptr, Q, BLOCK_V, Q_MODE, BLOCK_Q,
+                                 HAS_GRAMMAR, HAS_PATCH)
+    tl.store(path_ptr + n, path)
+    if VERIFY:
+        tl.store(acc_ptr + n, acc.to(tl.int32))
+        tl.store(toks_ptr + n, tok_s)
+        tl.store(tokr_ptr + n, tok_r)
+    else:
+        tl.store(tokens_ptr + b, tok_s.to(tl.int64))
+
+
+@triton.jit
+def _combine_kernel(draft_ptr, ndraft_ptr, acc_ptr, toks_ptr, tokr_ptr, tokens_ptr, nacc_ptr,
+                    K, K1, K1_PAD: tl.constexpr):
+    """One program per request: the acceptance chain over its rows (cut at the first
+    rejection or at num_draft) and the emitted token: from the residual after a rejection,
+    else from p at the bonus position."""
+    b = tl.program_id(0)
+    jj = tl.arange(0, K1_PAD)
+    nd = tl.load(ndraft_ptr + b)
+    a = tl.load(acc_ptr + b * K1 + jj, mask=jj < K, other=0)
+    ok = (a != 0) & (jj < nd)
+    e = tl.min(tl.where((ok == 0) & (jj < K1), jj, K1_PAD), 0)
+    rejected = e < nd
+    tok_e = tl.where(rejected, tl.load(tokr_ptr + b * K1 + e), tl.load(toks_ptr + b * K1 + e))
+    xd = tl.load(draft_ptr + b * K + jj, mask=jj < K, other=-1)
+    out = tl.where(jj < e, xd, tl.where(jj == e, tok_e.to(tl.int64), -1))
+    tl.store(tokens_ptr + b * K1 + jj, out, mask=jj < K1)
+    tl.store(nacc_ptr + b, e.to(tl.int64))
 
 
 def next_pow2(x: int) -> int:

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# One device call's worth of sampler work on the GPU machine (results under $OUT):
+#   bash bench/gpu_sampler.sh [smoke] [bench] [flat] [profile] [tests]
+# Needs the FlashInfer wheels in .whl/ (carried) for the baselines.
+set -uo pipefail
+OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+if ls .whl/*.whl >/dev/null 2>&1; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+    --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site:$PWD
+fi
+export PYTHONPATH=${PYTHONPATH:-$PWD}:$PWD CUDA_HOME=${CUDA_HOME:-/usr/local/cuda} PYTHONUNBUFFERED=1
+nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv | tee "$OUT/gpu.txt"
+for stage in "$@"; do
+  case $stage in
+    smoke) python3 bench/sampler_smoke.py 2>&1 | tee "$OUT/smoke.log" ;;
+    bench) python3 bench/sampler.py --device cuda --backend triton --baselines --scale 8 \
+             --batch 1 16 64 256 --vocab 32000 128256 262144 --out "$OUT" 2>"$OUT/bench8.err" \
+             | tee "$OUT/bench8.log" ;;
+    flat) python3 bench/sampler.py --device cuda --backend triton --scale 3 \
+             --batch 1 16 64 256 --vocab 32000 128256 262144 --out "$OUT" 2>"$OUT/bench3.err" \
+             | tee "$OUT/bench3.log" ;;
+    profile) python3 bench/sampler.py --device cuda --backend triton --scale 8 --profile \
+               --batch 1 64 256 --vocab 32000 262144 2>&1 | tee "$OUT/profile.log" ;;
+    tests) python3 -m pytest -q -m gpu tests/test_sampler_triton_gpu.py -x 2>&1 \
+             | tee "$OUT/tests.log" ;;
+  esac
+done
