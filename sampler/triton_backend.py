@@ -34,7 +34,8 @@ from sampler.processing import process
 from sampler.sampling import log_probs, top_logprobs
 from sampler.torch_backend import DraftProbs, _expand_positions
 
-C = 16  # candidates per tile
+C = int(os.environ.get("SONICSPEC_C", "16"))  # candidates per tile
+TILE_WARPS = int(os.environ.get("SONICSPEC_TILE_WARPS", "4"))
 CMAX = 128  # candidates per row kept for the exact filters
 BLOCK_Q = 8
 # No multiply-add contraction: `x - f * count` must round twice, as torch computes it.
@@ -72,22 +73,27 @@ def verify(logits: torch.Tensor, draft_tokens: torch.Tensor, batch: SamplingBatc
     """logits: [B, K+1, V]; draft_tokens: [B, K]; draft_probs None / dense [B, K, V] / sparse
     (ids [B, K, M], probs [B, K, M]); num_draft [B] (default K). No host sync."""
     out = _run(logits, draft_tokens, batch, draft_probs, num_draft)
+    n_acc = out.num_accepted
+    if n_acc is None:  # K = 0
+        n_acc = torch.zeros(logits.shape[0], dtype=torch.int64, device=logits.device)
     head = batch.head(logits.shape[0])
     if head.max_logprobs > 0:
         bsz, k1, vocab = logits.shape
         n_draft = out.num_draft
+        if n_draft is None:
+            n_draft = torch.full((bsz,), k1 - 1, device=logits.device, dtype=torch.int64)
         rows, mask, earlier = _expand_positions(batch, bsz, k1, draft_tokens.long(), n_draft)
         proc = process(logits.reshape(bsz * k1, vocab), rows, mask, earlier)
         num = head.num_logprobs[:, None].expand(bsz, k1)
         lp = top_logprobs(log_probs(proc.filtered.view(bsz, k1, vocab)), out.tokens, num,
                           head.max_logprobs)
-        return VerifyOutput(out.tokens, out.num_accepted + 1, out.num_accepted, *lp)
-    return VerifyOutput(out.tokens, out.num_accepted + 1, out.num_accepted)
+        return VerifyOutput(out.tokens, n_acc + 1, n_acc, *lp)
+    return VerifyOutput(out.tokens, n_acc + 1, n_acc)
 
 
 class _Raw:
-    def __init__(self, tokens: torch.Tensor, num_accepted: torch.Tensor,
-                 num_draft: torch.Tensor, path: torch.Tensor) -> None:
+    def __init__(self, tokens: torch.Tensor, num_accepted: torch.Tensor | None,
+                 num_draft: torch.Tensor | None, path: torch.Tensor) -> None:
         self.tokens, self.num_accepted, self.num_draft = tokens, num_accepted, num_draft
         self.path = path  # per row: 0 greedy, 1 candidates, 2 tiles, 3 slow (diagnostics)
 
@@ -99,8 +105,10 @@ def _run(logits: torch.Tensor, drafts: torch.Tensor, batch: SamplingBatch,
     dev = logits.device
     logits = logits.contiguous()
     drafts = drafts.to(device=dev, dtype=torch.int64).contiguous()
-    n_draft = (torch.full((bsz,), k, device=dev, dtype=torch.int64) if num_draft is None
-               else num_draft.to(device=dev, dtype=torch.int64))
+    # No default num_draft tensor (a fill kernel per call): the kernels use K without one.
+    n_draft = (drafts if num_draft is None
+               else num_draft.to(device=dev, dtype=torch.int64).contiguous())
+    has_nd = num_draft is not None
     head = batch.head(bsz)
     n = bsz * k1
     bv = block_v(vocab)
@@ -152,9 +160,9 @@ def _run(logits: torch.Tensor, drafts: torch.Tensor, batch: SamplingBatch,
         tcnt = tbnd = cval = cid = sv = si = tmax
     tk._tile_kernel[(n, tiles)](*proc_args, *filt, tmax, tsum, targ, tcnt, tbnd, cval, cid,
                                 T_PAD=t_pad, C=C, BLOCK_V=bv, HAS_CAND=has_filter, **common,
-                                **OPTS)
+                                num_warps=TILE_WARPS, **OPTS)
     q_mode, q, qid, q_len = _draft_probs(draft_probs, drafts, dev)
-    i32 = dict(dtype=torch.int32, device=dev)
+    i32: dict[str, Any] = dict(dtype=torch.int32, device=dev)
     path = torch.empty(n, **i32)
     verifying = k > 0
     if verifying:
@@ -168,14 +176,13 @@ def _run(logits: torch.Tensor, drafts: torch.Tensor, batch: SamplingBatch,
                             tmax, tsum, targ, tcnt, tbnd, cval, cid, sv, si, out, acc, toks,
                             tokr, path, T_PAD=t_pad, C=C, CMAX=CMAX, BLOCK_V=bv,
                             HAS_FILTER=has_filter, VERIFY=verifying, Q_MODE=q_mode,
-                            BLOCK_Q=BLOCK_Q, **common, **OPTS)
+                            BLOCK_Q=BLOCK_Q, HAS_ND=has_nd, **common, **OPTS)
     if not verifying:
-        return _Raw(out[:, None], torch.zeros(bsz, dtype=torch.int64, device=dev), n_draft,
-                    path)
+        return _Raw(out[:, None], None, None, path)
     n_acc = torch.empty(bsz, dtype=torch.int64, device=dev)
     tk._combine_kernel[(bsz,)](drafts, n_draft, acc, toks, tokr, out, n_acc, k, k1,
-                               K1_PAD=tk.next_pow2(k1), **OPTS)
-    return _Raw(out, n_acc, n_draft, path)
+                               K1_PAD=tk.next_pow2(k1), HAS_ND=has_nd, **OPTS)
+    return _Raw(out, n_acc, n_draft if has_nd else None, path)
 
 
 def _draft_probs(draft_probs: DraftProbs, drafts: torch.Tensor, dev: torch.device,

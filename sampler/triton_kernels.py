@@ -404,7 +404,7 @@ def _finish_kernel(logits_ptr, row_stride, V, K, K1, T, temp_ptr,
                    sv_ptr, si_ptr, tokens_ptr, acc_ptr, toks_ptr, tokr_ptr, path_ptr,
                    T_PAD: tl.constexpr, C: tl.constexpr, CMAX: tl.constexpr,
                    BLOCK_V: tl.constexpr, HAS_FILTER: tl.constexpr, VERIFY: tl.constexpr,
-                   Q_MODE: tl.constexpr, BLOCK_Q: tl.constexpr,
+                   Q_MODE: tl.constexpr, BLOCK_Q: tl.constexpr, HAS_ND: tl.constexpr,
                    HAS_GRAMMAR: tl.constexpr, HAS_PATCH: tl.constexpr):
     """Stage 2, one program per row n = (request b, position j): everything after the read.
 
@@ -452,7 +452,10 @@ def _finish_kernel(logits_ptr, row_stride, V, K, K1, T, temp_ptr,
     xd = -1
     has_d = j < 0
     if VERIFY:
-        has_d = j < tl.load(ndraft_ptr + b)
+        if HAS_ND:
+            has_d = j < tl.load(ndraft_ptr + b)
+        else:
+            has_d = j < K
         xd = tl.load(draft_ptr + b * K + j, mask=j < K, other=-1).to(tl.int32)
     inside = (xd >= 0) & (xd < V)
     u_s = _uniform(seed, pos, 0)
@@ -633,13 +636,16 @@ def _finish_kernel(logits_ptr, row_stride, V, K, K1, T, temp_ptr,
 
 @triton.jit
 def _combine_kernel(draft_ptr, ndraft_ptr, acc_ptr, toks_ptr, tokr_ptr, tokens_ptr, nacc_ptr,
-                    K, K1, K1_PAD: tl.constexpr):
+                    K, K1, K1_PAD: tl.constexpr, HAS_ND: tl.constexpr):
     """One program per request: the acceptance chain over its rows (cut at the first
     rejection or at num_draft) and the emitted token: from the residual after a rejection,
     else from p at the bonus position."""
     b = tl.program_id(0)
     jj = tl.arange(0, K1_PAD)
-    nd = tl.load(ndraft_ptr + b)
+    if HAS_ND:
+        nd = tl.load(ndraft_ptr + b)
+    else:
+        nd = K
     a = tl.load(acc_ptr + b * K1 + jj, mask=jj < K, other=0)
     ok = (a != 0) & (jj < nd)
     e = tl.min(tl.where((ok == 0) & (jj < K1), jj, K1_PAD), 0)

@@ -1,0 +1,101 @@
+"""Where the Triton sampler's time goes (GPU): the tile kernel alone under variants (all
+features / no candidates / no patch+grammar / bare stats), the whole `sample` for batches
+whose rows all take one path, compile statistics (registers, spills, shared memory), and
+for the benchmark workload which row kinds take the slow path. Measurement only."""
+
+from __future__ import annotations
+
+import statistics
+import sys
+from pathlib import Path
+
+import torch
+
+sys.path[0] = str(Path(__file__).resolve().parents[1])
+from bench.sampler import K, make_batch, timed  # noqa: E402
+from sampler import SamplingBatch, SamplingParams  # noqa: E402
+from sampler import triton_backend as tri  # noqa: E402
+from sampler import triton_kernels as tk  # noqa: E402
+
+
+def tile_variants(rows: int, vocab: int, bw: float) -> None:
+    g = torch.Generator(device="cuda").manual_seed(0)
+    logits = torch.randn(rows, vocab, device="cuda", generator=g) * 8
+    batch = make_batch(rows, vocab, 1, "cuda")
+    head = batch.head(rows)
+    bv = tri.block_v(vocab)
+    tiles = -(-vocab // bv)
+    t_pad = tk.next_pow2(tiles)
+    words = (vocab + 31) // 32
+    n = rows
+    f32 = dict(dtype=torch.float32, device="cuda")
+    bits = torch.zeros(n, words, dtype=torch.int32, device="cuda")
+    cnt = torch.zeros(n, vocab, dtype=torch.int32, device="cuda")
+    bias = torch.zeros(n, vocab, **f32)
+    gm = head.grammar_bitmask
+    out = [torch.empty(n, t_pad, **f32), torch.empty(n, t_pad, **f32),
+           torch.empty(n, t_pad, dtype=torch.int32, device="cuda"),
+           torch.empty(n, t_pad, dtype=torch.int32, device="cuda"), torch.empty(n, t_pad, **f32),
+           torch.empty(n, t_pad, tri.C, **f32),
+           torch.empty(n, t_pad, tri.C, dtype=torch.int32, device="cuda")]
+    floor = rows * vocab * 4 / bw * 1e6
+    for name, cand, patch, gram in (("all", True, True, True), ("no-cand", False, True, True),
+                                    ("cand-only", True, False, False),
+                                    ("stats-only", False, False, False)):
+        def launch(cand=cand, patch=patch, gram=gram):
+            return tk._tile_kernel[(n, tiles)](
+                logits, logits.stride(0), vocab, 1, head.temperature, gm, gm.stride(0),
+                gm.stride(1), head.has_grammar, bits, cnt, bias, words,
+                head.repetition_penalty, head.frequency_penalty, head.presence_penalty,
+                head.top_k, head.top_p, head.min_p, *out, T_PAD=t_pad, C=tri.C, BLOCK_V=bv,
+                HAS_GRAMMAR=gram, HAS_PATCH=patch, HAS_CAND=cand, num_warps=tri.TILE_WARPS,
+                **tri.OPTS)
+        kern = launch()
+        us = timed(launch, "cuda", 30)
+        print(f"tile B={rows} V={vocab} {name:>10}: {us:8.1f} us = {us / floor:5.1f}x floor "
+              f"regs={kern.n_regs} spills={kern.n_spills} smem={kern.metadata.shared}",
+              flush=True)
+
+
+def one_path(rows: int, vocab: int, bw: float) -> None:
+    g = torch.Generator(device="cuda").manual_seed(0)
+    logits = torch.randn(rows, vocab, device="cuda", generator=g) * 8
+    floor = rows * vocab * 4 / bw * 1e6
+    for name, p in (("temp", SamplingParams(temperature=0.9)),
+                    ("top-p", SamplingParams(temperature=0.7, top_p=0.9)),
+                    ("top-k", SamplingParams(temperature=0.8, top_k=50)),
+                    ("greedy", SamplingParams(temperature=0))):
+        batch = SamplingBatch.from_requests([p] * rows, [[]] * rows, [[]] * rows, vocab,
+                                            device="cuda", seeds=list(range(rows)))
+        us = timed(lambda b=batch: tri.sample(logits, b), "cuda", 30)
+        none = torch.empty(rows, 0, dtype=torch.int64, device="cuda")
+        path = tri._run(logits[:, None], none, batch, None, None).path
+        print(f"sample B={rows} V={vocab} all {name:>6}: {us:8.1f} us = {us / floor:5.1f}x floor"
+              f" paths={torch.bincount(path.long(), minlength=4).tolist()}", flush=True)
+
+
+def slow_kinds(rows: int, vocab: int) -> None:
+    g = torch.Generator(device="cuda").manual_seed(1)
+    logits = torch.randn(rows, K + 1, vocab, device="cuda", generator=g) * 8
+    drafts = logits[:, :K].argmax(-1)
+    vb = make_batch(rows, vocab, K + 1, "cuda")
+    path = tri._run(logits, drafts, vb, None, None).path.view(rows, K + 1).cpu()
+    slow = [(r, r % 5, j) for r in range(rows) for j in range(K + 1) if path[r, j] == 3]
+    print(f"slow verify rows B={rows} V={vocab} (row, kind, j): {slow[:24]}", flush=True)
+
+
+def main() -> None:
+    src = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
+    dst = torch.empty_like(src)
+    bw = 2 * src.numel() / (timed(lambda: dst.copy_(src), "cuda", 10) * 1e-6)
+    print(f"copy {bw / 1e9:.0f} GB/s, C={tri.C} BLOCK_V={tri.block_v(32000)} "
+          f"warps={tri.TILE_WARPS}")
+    for vocab in (32000, 262144):
+        tile_variants(256, vocab, bw)
+        one_path(256, vocab, bw)
+        slow_kinds(64, vocab)
+    print(statistics.mean([1.0]))
+
+
+if __name__ == "__main__":
+    main()
