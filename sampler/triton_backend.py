@@ -131,20 +131,21 @@ def _run(logits: torch.Tensor, drafts: torch.Tensor, batch: SamplingBatch,
         bits = torch.zeros(n, words, dtype=torch.int32, device=dev)
         cnt = torch.empty(n, vocab, dtype=torch.int32, device=dev)
         bias = torch.empty(n, vocab, **f32)
+        pval = torch.empty(n, vocab, **f32)
         hist_ids, hist_counts = head.hist_ids.contiguous(), head.hist_counts.contiguous()
         bias_ids, bias_values = head.bias_ids.contiguous(), head.bias_values.contiguous()
         tk._patch_kernel[(n,)](
-            hist_ids, hist_counts, hist_ids.shape[1], bias_ids, bias_values, bias_ids.shape[1],
-            drafts, n_draft, k, k1, bits, cnt, bias, vocab, words,
+            logits, logits.stride(1), hist_ids, hist_counts, hist_ids.shape[1], bias_ids,
+            bias_values, bias_ids.shape[1], drafts, n_draft, k, k1, head.repetition_penalty,
+            head.frequency_penalty, head.presence_penalty, bits, cnt, bias, pval, vocab, words,
             HAS_HIST=head.any_penalty, HAS_BIAS=head.any_bias, HAS_EXTRA=has_extra,
-            BLOCK_H=64, BLOCK_K=tk.next_pow2(k), **OPTS)
+            HAS_ND=has_nd, BLOCK_H=64, BLOCK_K=tk.next_pow2(k), **OPTS)
     else:
-        bits = cnt = bias = torch.empty(1, dtype=torch.int32, device=dev)
+        bits = pval = torch.empty(1, dtype=torch.int32, device=dev)
     has_filter = head.max_top_k > 0 or head.any_top_p or head.any_min_p
     common = dict(HAS_GRAMMAR=has_grammar, HAS_PATCH=has_patch)
     proc_args = (logits, logits.stride(1), vocab, k1, head.temperature,
-                 gmask, g_sb, g_sj, head.has_grammar, bits, cnt, bias, words,
-                 head.repetition_penalty, head.frequency_penalty, head.presence_penalty)
+                 gmask, g_sb, g_sj, head.has_grammar, bits, pval, words)
     filt = (head.top_k, head.top_p, head.min_p)
     tmax = torch.empty(n, t_pad, **f32)
     tsum = torch.empty(n, t_pad, **f32)

@@ -96,30 +96,26 @@ def _unkey(k):
 
 @triton.jit
 def _processed(logits_ptr, n, b, j, offs, V, row_stride, temp,
-               gmask_ptr, g_sb, g_sj, has_g, bits_ptr, cnt_ptr, bias_ptr, W,
-               rep, freq, pres, HAS_GRAMMAR: tl.constexpr, HAS_PATCH: tl.constexpr):
+               gmask_ptr, g_sb, g_sj, has_g, bits_ptr, pval_ptr, W,
+               HAS_GRAMMAR: tl.constexpr, HAS_PATCH: tl.constexpr):
     """Processed, temperature-scaled float32 logits of row n at token ids offs (-inf outside
-    [0, V)): grammar -> repetition -> frequency/presence -> bias -> / temp (1 for greedy)."""
+    [0, V)): grammar -> repetition -> frequency/presence -> bias -> / temp (1 for greedy).
+    Penalties and bias come precomputed at the patched ids (`_patch_kernel`), so a token
+    costs one bit test here; the grammar mask is applied after the patch, which is the
+    same (a masked token stays -inf through the penalties)."""
     inb = (offs < V) & (offs >= 0)
     x = tl.load(logits_ptr + n.to(tl.int64) * row_stride + offs, mask=inb,
                 other=float("-inf")).to(tl.float32)
+    if HAS_PATCH:
+        pw = tl.load(bits_ptr + n.to(tl.int64) * W + offs // 32, mask=inb, other=0)
+        hit = inb & (((pw >> (offs % 32)) & 1) != 0)
+        x = tl.where(hit, tl.load(pval_ptr + n.to(tl.int64) * V + offs, mask=hit, other=0.0),
+                     x)
     if HAS_GRAMMAR:
         word = tl.load(gmask_ptr + b.to(tl.int64) * g_sb + j * g_sj + offs // 32, mask=inb,
                        other=-1)
         ok = ((word >> (offs % 32)) & 1) != 0
         x = tl.where(ok | (has_g == 0), x, float("-inf"))
-    if HAS_PATCH:
-        pw = tl.load(bits_ptr + n.to(tl.int64) * W + offs // 32, mask=inb, other=0)
-        hit = inb & (((pw >> (offs % 32)) & 1) != 0)
-        code = tl.load(cnt_ptr + n.to(tl.int64) * V + offs, mask=hit, other=0)
-        bv = tl.load(bias_ptr + n.to(tl.int64) * V + offs, mask=hit, other=0.0)
-        seen = code >= 1048576
-        cnt = (code & 1048575).to(tl.float32)
-        y = tl.where(seen, tl.where(x > 0, _div(x, rep), x * rep), x)
-        y = y - freq * cnt
-        y = y - pres * (cnt > 0).to(tl.float32)
-        y = y + bv
-        x = tl.where(hit, y, x)
     x = _div(x, temp)
     return tl.where(inb, x, float("-inf"))
 
@@ -132,24 +128,49 @@ def _keep(x, x_lo, m0, s_a, pthr, minp):
 
 
 @triton.jit
-def _patch_kernel(hist_ids_ptr, hist_cnt_ptr, hist_cap, bias_ids_ptr, bias_val_ptr, bias_cap,
-                  draft_ptr, ndraft_ptr, K, K1, bits_ptr, cnt_ptr, bias_ptr, V, W,
+def _patch_value(logits_ptr, n, row_stride, ids, ok, cbase, bbase, pbase, rep, freq, pres):
+    """Store the penalised, biased logit (before temperature) at ids: torch's order."""
+    x = tl.load(logits_ptr + n.to(tl.int64) * row_stride + ids, mask=ok, other=0.0)
+    x = x.to(tl.float32)
+    code = tl.load(cbase + ids, mask=ok, other=0, volatile=True)
+    bv = tl.load(bbase + ids, mask=ok, other=0.0, volatile=True)
+    cnt = (code & 1048575).to(tl.float32)
+    y = tl.where(code >= 1048576, tl.where(x > 0, _div(x, rep), x * rep), x)
+    y = y - freq * cnt
+    y = y - pres * (cnt > 0).to(tl.float32)
+    tl.store(pbase + ids, y + bv, mask=ok)
+
+
+@triton.jit
+def _patch_kernel(logits_ptr, row_stride, hist_ids_ptr, hist_cnt_ptr, hist_cap, bias_ids_ptr,
+                  bias_val_ptr, bias_cap, draft_ptr, ndraft_ptr, K, K1, rep_ptr, freq_ptr,
+                  pres_ptr, bits_ptr, cnt_ptr, bias_ptr, pval_ptr, V, W,
                   HAS_HIST: tl.constexpr, HAS_BIAS: tl.constexpr, HAS_EXTRA: tl.constexpr,
-                  BLOCK_H: tl.constexpr, BLOCK_K: tl.constexpr):
-    """One program per row n: zero cnt/bias at the touched ids, then (after a barrier)
-    accumulate codes, biases and bits with atomics (duplicates sum, as scatter_add does)."""
+                  HAS_ND: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_K: tl.constexpr):
+    """One program per row n, over the ids its history, logit bias and earlier drafts touch
+    (never the whole vocabulary). Phase 0 zeroes the count code and bias there; phase 1
+    accumulates them and the bit per token with atomics (duplicates sum, as scatter_add
+    does); phase 2 writes the processed value, so the other kernels read one float per
+    patched token (count code = sum over entries of 2**20 + generated count)."""
     n = tl.program_id(0)
     b = n // K1
     j = n % K1
     cbase = cnt_ptr + n.to(tl.int64) * V
     bbase = bias_ptr + n.to(tl.int64) * V
+    pbase = pval_ptr + n.to(tl.int64) * V
+    rep = tl.load(rep_ptr + b)
+    freq = tl.load(freq_ptr + b)
+    pres = tl.load(pres_ptr + b)
     hb = tl.arange(0, BLOCK_H)
     kb = tl.arange(0, BLOCK_K)
     if HAS_EXTRA:
-        nd = tl.load(ndraft_ptr + b)
+        if HAS_ND:
+            nd = tl.load(ndraft_ptr + b)
+        else:
+            nd = K
         xd = tl.load(draft_ptr + b * K + kb, mask=kb < K, other=-1)
         xd_ok = (kb < j) & (kb < nd) & (xd >= 0) & (xd < V)
-    for phase in tl.static_range(2):
+    for phase in tl.static_range(3):
         if HAS_HIST:
             for start in range(0, hist_cap, BLOCK_H):
                 h = start + hb
@@ -159,11 +180,14 @@ def _patch_kernel(hist_ids_ptr, hist_cnt_ptr, hist_cap, bias_ids_ptr, bias_val_p
                 if phase == 0:
                     tl.store(cbase + ids, tl.zeros_like(ids).to(tl.int32), mask=ok)
                     tl.store(bbase + ids, tl.zeros_like(ids).to(tl.float32), mask=ok)
-                else:
+                elif phase == 1:
                     c = tl.load(hist_cnt_ptr + b.to(tl.int64) * hist_cap + h, mask=ok, other=0)
                     tl.atomic_add(cbase + ids, (c + 1048576).to(tl.int32), mask=ok)
                     tl.atomic_or(bits_ptr + n.to(tl.int64) * W + ids // 32,
                                  (1 << (ids % 32)).to(tl.int32), mask=ok)
+                else:
+                    _patch_value(logits_ptr, n, row_stride, ids, ok, cbase, bbase, pbase, rep,
+                                 freq, pres)
         if HAS_BIAS:
             for start in range(0, bias_cap, BLOCK_H):
                 h = start + hb
@@ -173,38 +197,42 @@ def _patch_kernel(hist_ids_ptr, hist_cnt_ptr, hist_cap, bias_ids_ptr, bias_val_p
                 if phase == 0:
                     tl.store(cbase + ids, tl.zeros_like(ids).to(tl.int32), mask=ok)
                     tl.store(bbase + ids, tl.zeros_like(ids).to(tl.float32), mask=ok)
-                else:
+                elif phase == 1:
                     v = tl.load(bias_val_ptr + b.to(tl.int64) * bias_cap + h, mask=ok, other=0.0)
                     tl.atomic_add(bbase + ids, v, mask=ok)
                     tl.atomic_or(bits_ptr + n.to(tl.int64) * W + ids // 32,
                                  (1 << (ids % 32)).to(tl.int32), mask=ok)
+                else:
+                    _patch_value(logits_ptr, n, row_stride, ids, ok, cbase, bbase, pbase, rep,
+                                 freq, pres)
         if HAS_EXTRA:
             if phase == 0:
                 tl.store(cbase + xd, tl.zeros_like(xd).to(tl.int32), mask=xd_ok)
                 tl.store(bbase + xd, tl.zeros_like(xd).to(tl.float32), mask=xd_ok)
-            else:
+            elif phase == 1:
                 tl.atomic_add(cbase + xd, tl.full(xd.shape, 1048577, tl.int32), mask=xd_ok)
                 tl.atomic_or(bits_ptr + n.to(tl.int64) * W + xd // 32,
                              (1 << (xd % 32)).to(tl.int32), mask=xd_ok)
-        if phase == 0:
+            else:
+                _patch_value(logits_ptr, n, row_stride, xd, xd_ok, cbase, bbase, pbase, rep,
+                             freq, pres)
+        if phase < 2:
             tl.debug_barrier()
 
 
 @triton.jit
 def _tile_kernel(logits_ptr, row_stride, V, K1, temp_ptr,
-                 gmask_ptr, g_sb, g_sj, hasg_ptr, bits_ptr, cnt_ptr, bias_ptr, W,
-                 rep_ptr, freq_ptr, pres_ptr, topk_ptr, topp_ptr, minp_ptr,
+                 gmask_ptr, g_sb, g_sj, hasg_ptr, bits_ptr, pval_ptr, W, topk_ptr, topp_ptr, minp_ptr,
                  tmax_ptr, tsum_ptr, targ_ptr, tcnt_ptr, tbnd_ptr, cval_ptr, cid_ptr,
                  T_PAD: tl.constexpr, C: tl.constexpr, BLOCK_V: tl.constexpr,
                  HAS_GRAMMAR: tl.constexpr, HAS_PATCH: tl.constexpr, HAS_CAND: tl.constexpr):
     """Stage 1, one program per (row n, tile t): reads the tile once and writes its max, sum
     exp(x - max) and lowest id of the max; for rows with a filter, also candidates.
 
-    Candidates without selection passes: one histogram of the gap g = max - x in half-nat bins
-    over [0, 16) picks the widest gap whose tokens number at most C; those tokens are written
-    in id order (one prefix sum gives their slots) with the bound `bnd`: every token of the
-    tile with x >= bnd is a candidate (+inf: more than C tokens within half a nat of the max,
-    none written; -inf: nothing finite in the tile)."""
+    Candidates without selection passes: one histogram of the gap g = max - x (`_gap_bin`,
+    log-spaced) picks the widest gap whose tokens number at most C; those tokens are written
+    in id order (one prefix sum gives their slots) with the bound `bnd`, the largest value
+    not written: every token with x > bnd is a candidate (-inf: all finite ones are)."""
     n = tl.program_id(0)
     t = tl.program_id(1)
     b = n // K1
@@ -212,12 +240,9 @@ def _tile_kernel(logits_ptr, row_stride, V, K1, temp_ptr,
     temp_raw = tl.load(temp_ptr + b)
     temp = tl.where(temp_raw == 0, 1.0, temp_raw)
     has_g = tl.load(hasg_ptr + b).to(tl.int32)
-    rep = tl.load(rep_ptr + b)
-    freq = tl.load(freq_ptr + b)
-    pres = tl.load(pres_ptr + b)
     offs = t * BLOCK_V + tl.arange(0, BLOCK_V)
     x = _processed(logits_ptr, n, b, j, offs, V, row_stride, temp, gmask_ptr, g_sb, g_sj,
-                   has_g, bits_ptr, cnt_ptr, bias_ptr, W, rep, freq, pres,
+                   has_g, bits_ptr, pval_ptr, W,
                    HAS_GRAMMAR, HAS_PATCH)
     m = tl.max(x, 0)
     m0 = tl.where(m > float("-inf"), m, 0.0)
@@ -231,24 +256,29 @@ def _tile_kernel(logits_ptr, row_stride, V, K1, temp_ptr,
         need = (temp_raw != 0) & ((tl.load(topk_ptr + b) > 0) | (tl.load(topp_ptr + b) < 1)
                                   | (tl.load(minp_ptr + b) > 0))
         if need:
-            g = m0 - x
-            inr = (x > float("-inf")) & (g < 16.0)
-            gb = tl.where(inr, (g * 2.0).to(tl.int32), 0)
-            cc = tl.cumsum(tl.histogram(gb, 32, mask=inr), 0)
-            top = tl.max(tl.where(cc <= C, tl.arange(0, 32), -1), 0)
-            sel = inr & (gb <= top)
+            fin = x > float("-inf")
+            gb = _gap_bin(m0 - x, 64)
+            cc = tl.cumsum(tl.histogram(gb, 64, mask=fin), 0)
+            top = tl.max(tl.where(cc <= C, tl.arange(0, 64), -1), 0)
+            sel = fin & (gb <= top)
             pos = tl.cumsum(sel.to(tl.int32), 0) - 1
             base = o * C
             tl.store(cval_ptr + base + pos, x, mask=sel)
             tl.store(cid_ptr + base + pos, offs, mask=sel)
             tl.store(tcnt_ptr + o, tl.sum(sel.to(tl.int32), 0))
-            bnd = tl.where(top < 0, float("inf"), m - top.to(tl.float32) * 0.5)
-            tl.store(tbnd_ptr + o, bnd)
+            tl.store(tbnd_ptr + o, tl.max(tl.where(sel, float("-inf"), x), 0))
+
+
+@triton.jit
+def _gap_bin(g, NB: tl.constexpr):
+    """Log-spaced bin of a gap g >= 0 below the max: 8 bins per octave of g + 1 (1/8 nat wide
+    at the max, 8 nats at g ~ 100), from the float's bits; monotone; clamped to NB - 1."""
+    return tl.minimum(((g + 1.0).to(tl.int32, bitcast=True) >> 20) - 1016, NB - 1)
 
 
 @triton.jit
 def _search(logits_ptr, row_stride, V, n, b, j, T, temp, gmask_ptr, g_sb, g_sj, has_g,
-            bits_ptr, cnt_ptr, bias_ptr, W, rep, freq, pres, k, top_p, m0,
+            bits_ptr, pval_ptr, W, k, top_p, m0,
             BLOCK_V: tl.constexpr, HAS_GRAMMAR: tl.constexpr, HAS_PATCH: tl.constexpr):
     """Exact thresholds of one row by bisection over the order-preserving int32 keys, each
     step one pass over the row (slow path). Top-k: the largest key m with count(key >= m) >=
@@ -265,8 +295,7 @@ def _search(logits_ptr, row_stride, V, n, b, j, T, temp, gmask_ptr, g_sb, g_sj, 
             for t in range(T):
                 offs = t * BLOCK_V + ar
                 x = _processed(logits_ptr, n, b, j, offs, V, row_stride, temp, gmask_ptr,
-                               g_sb, g_sj, has_g, bits_ptr, cnt_ptr, bias_ptr, W, rep, freq,
-                               pres, HAS_GRAMMAR, HAS_PATCH)
+                               g_sb, g_sj, has_g, bits_ptr, pval_ptr, W, HAS_GRAMMAR, HAS_PATCH)
                 cnt += tl.sum(((_key(x) >= mid) & (offs < V)).to(tl.int32), 0)
             lo = tl.where(cnt >= k, mid, lo)
             hi = tl.where(cnt >= k, hi, mid - 1)
@@ -275,7 +304,7 @@ def _search(logits_ptr, row_stride, V, n, b, j, T, temp, gmask_ptr, g_sb, g_sj, 
     for t in range(T):
         offs = t * BLOCK_V + ar
         x = _processed(logits_ptr, n, b, j, offs, V, row_stride, temp, gmask_ptr, g_sb, g_sj,
-                       has_g, bits_ptr, cnt_ptr, bias_ptr, W, rep, freq, pres,
+                       has_g, bits_ptr, pval_ptr, W,
                        HAS_GRAMMAR, HAS_PATCH)
         s_a += tl.sum(tl.where((x > float("-inf")) & (x >= x_lo), _exp(x - m0), 0.0), 0)
     s_a = tl.maximum(s_a, 1.1754943508222875e-38)
@@ -288,8 +317,7 @@ def _search(logits_ptr, row_stride, V, n, b, j, T, temp, gmask_ptr, g_sb, g_sj, 
             for t in range(T):
                 offs = t * BLOCK_V + ar
                 x = _processed(logits_ptr, n, b, j, offs, V, row_stride, temp, gmask_ptr,
-                               g_sb, g_sj, has_g, bits_ptr, cnt_ptr, bias_ptr, W, rep, freq,
-                               pres, HAS_GRAMMAR, HAS_PATCH)
+                               g_sb, g_sj, has_g, bits_ptr, pval_ptr, W, HAS_GRAMMAR, HAS_PATCH)
                 keep = (x > float("-inf")) & (x >= x_lo) & (_key(x) > mid)
                 mass += tl.sum(tl.where(keep, _div(_exp(x - m0), s_a), 0.0), 0)
             good = mass < top_p
@@ -345,7 +373,7 @@ def _pick_vec(w, ids, target, R: tl.constexpr):
 
 @triton.jit
 def _in_tile(logits_ptr, row_stride, V, n, b, j, K, tile, rest, temp, gmask_ptr, g_sb, g_sj,
-             has_g, bits_ptr, cnt_ptr, bias_ptr, W, rep, freq, pres,
+             has_g, bits_ptr, pval_ptr, W,
              x_lo, m0, s_c, pthr, minp, resid, wc, xd, q_ptr, qid_ptr, Q,
              BLOCK_V: tl.constexpr, Q_MODE: tl.constexpr, BLOCK_Q: tl.constexpr,
              HAS_GRAMMAR: tl.constexpr, HAS_PATCH: tl.constexpr):
@@ -353,7 +381,7 @@ def _in_tile(logits_ptr, row_stride, V, n, b, j, K, tile, rest, temp, gmask_ptr,
     of kept tokens, or with `resid` the residual max(w / wc - q, 0) of the draft law q."""
     offs = tile * BLOCK_V + tl.arange(0, BLOCK_V)
     x = _processed(logits_ptr, n, b, j, offs, V, row_stride, temp, gmask_ptr, g_sb, g_sj,
-                   has_g, bits_ptr, cnt_ptr, bias_ptr, W, rep, freq, pres,
+                   has_g, bits_ptr, pval_ptr, W,
                    HAS_GRAMMAR, HAS_PATCH)
     w = tl.where(_keep(x, x_lo, m0, s_c, pthr, minp), _exp(x - m0), 0.0)
     if resid:
@@ -371,13 +399,13 @@ def _in_tile(logits_ptr, row_stride, V, n, b, j, K, tile, rest, temp, gmask_ptr,
 
 @triton.jit
 def _weight_at(logits_ptr, row_stride, V, n, b, j, xd, temp, gmask_ptr, g_sb, g_sj, has_g,
-               bits_ptr, cnt_ptr, bias_ptr, W, rep, freq, pres, x_lo, m0, s_c, pthr, minp,
+               bits_ptr, pval_ptr, W, x_lo, m0, s_c, pthr, minp,
                HAS_GRAMMAR: tl.constexpr, HAS_PATCH: tl.constexpr):
     """exp(x - M) of token xd if it is kept (0 if not, or outside the vocabulary)."""
     lane = tl.arange(0, 2)
     offs = tl.where(lane == 0, xd, -1).to(tl.int32)
     x = _processed(logits_ptr, n, b, j, offs, V, row_stride, temp, gmask_ptr, g_sb, g_sj,
-                   has_g, bits_ptr, cnt_ptr, bias_ptr, W, rep, freq, pres,
+                   has_g, bits_ptr, pval_ptr, W,
                    HAS_GRAMMAR, HAS_PATCH)
     keep = _keep(x, x_lo, m0, s_c, pthr, minp) & (lane == 0)
     return tl.sum(tl.where(keep, _exp(x - m0), 0.0), 0)
@@ -397,8 +425,7 @@ def _q_at(q_ptr, qid_ptr, Q, b, j, K, xd, inside, Q_MODE: tl.constexpr,
 
 @triton.jit
 def _finish_kernel(logits_ptr, row_stride, V, K, K1, T, temp_ptr,
-                   gmask_ptr, g_sb, g_sj, hasg_ptr, bits_ptr, cnt_ptr, bias_ptr, W,
-                   rep_ptr, freq_ptr, pres_ptr, topk_ptr, topp_ptr, minp_ptr, seed_ptr,
+                   gmask_ptr, g_sb, g_sj, hasg_ptr, bits_ptr, pval_ptr, W, topk_ptr, topp_ptr, minp_ptr, seed_ptr,
                    pos_ptr, draft_ptr, ndraft_ptr, q_ptr, qid_ptr, Q,
                    tmax_ptr, tsum_ptr, targ_ptr, tcnt_ptr, tbnd_ptr, cval_ptr, cid_ptr,
                    sv_ptr, si_ptr, tokens_ptr, acc_ptr, toks_ptr, tokr_ptr, path_ptr,
@@ -411,10 +438,10 @@ def _finish_kernel(logits_ptr, row_stride, V, K, K1, T, temp_ptr,
     Merges the tiles (row max M, total mass S, greedy argmax). Then, per row:
     - greedy: the argmax;
     - no filter: a tile by mass, then the token inside it (one tile re-read);
-    - filter: the candidates with x >= L (L = the largest tile bound, raised by a histogram
-      of the candidates' gaps until at most CMAX remain) are every token with x >= L, so
+    - filter: the candidates with x > L (L = the largest tile bound, raised by a histogram
+      of the candidates' gaps until at most CMAX remain) are every token with x > L, so
       top-k, top-p and min-p are exact from them when the k-th value, the top-p crossing
-      token and the min-p cut all lie at or above L; the token is drawn among them;
+      token and the min-p cut all lie above L; the token is drawn among them;
     - otherwise (flat rows, dense/sparse draft laws without a filter) the slow path: exact
       bisection and full passes over the row in this program.
     `sample` writes the token; `verify` writes per row the acceptance of its draft and the
@@ -427,9 +454,6 @@ def _finish_kernel(logits_ptr, row_stride, V, K, K1, T, temp_ptr,
     greedy = temp_raw == 0
     temp = tl.where(greedy, 1.0, temp_raw)
     has_g = tl.load(hasg_ptr + b).to(tl.int32)
-    rep = tl.load(rep_ptr + b)
-    freq = tl.load(freq_ptr + b)
-    pres = tl.load(pres_ptr + b)
     k = tl.load(topk_ptr + b)
     top_p = tl.load(topp_ptr + b)
     min_p = tl.load(minp_ptr + b)
@@ -482,15 +506,15 @@ def _finish_kernel(logits_ptr, row_stride, V, K, K1, T, temp_ptr,
             cv = tl.reshape(tl.load(cval_ptr + coff, mask=cmask, other=float("-inf")),
                             [T_PAD * C])
             ci = tl.reshape(tl.load(cid_ptr + coff, mask=cmask, other=0), [T_PAD * C])
-            valid = tl.reshape(cmask, [T_PAD * C]) & (cv >= lim)
+            valid = tl.reshape(cmask, [T_PAD * C]) & (cv > lim)
             n_c = tl.sum(valid.to(tl.int32), 0)
-            if n_c > CMAX:  # raise L: quarter-nat histogram of the gap to M
-                gb = tl.where(valid, tl.minimum((m0 - cv) * 4.0, 63.0).to(tl.int32), 0)
+            if n_c > CMAX:  # raise L: the same log-spaced histogram of the gap to M
+                gb = _gap_bin(m0 - cv, 64)
                 cc = tl.cumsum(tl.histogram(gb, 64, mask=valid), 0)
                 top = tl.max(tl.where(cc <= CMAX, tl.arange(0, 64), -1), 0)
-                lim = tl.where(top < 0, float("inf"),
-                               tl.maximum(lim, m0 - top.to(tl.float32) * 0.25))
-                valid = valid & (cv >= lim)
+                lim = tl.maximum(lim, tl.max(tl.where(valid & (gb > top), cv, float("-inf")),
+                                             0))
+                valid = valid & (cv > lim)
                 n_c = tl.sum(valid.to(tl.int32), 0)
             # compact the (id-ordered) survivors through a per-row scratch
             slot = tl.cumsum(valid.to(tl.int32), 0) - 1
@@ -501,8 +525,10 @@ def _finish_kernel(logits_ptr, row_stride, V, K, K1, T, temp_ptr,
             live = rr < n_c
             v = tl.load(sv_ptr + n.to(tl.int64) * CMAX + rr, mask=live, other=float("-inf"))
             ids = tl.load(si_ptr + n.to(tl.int64) * CMAX + rr, mask=live, other=0)
-            complete = lim == float("-inf")
-            ok = lim < float("inf")
+            # every token not among them has x <= lim: complete when that is nothing, or
+            # only tokens whose weight exp(x - M) is 0 in float32 (they never change a draw)
+            complete = (m0 - lim) > 110.0
+            ok = n_c <= CMAX
             vs = tl.sort(v, 0, descending=True)
             if k > 0:
                 if k <= n_c:
@@ -524,8 +550,7 @@ def _finish_kernel(logits_ptr, row_stride, V, K, K1, T, temp_ptr,
                 c_idx = tl.minimum(below, n_k - 1)
                 pthr = tl.max(tl.where(rr == c_idx, ps, 0.0), 0)
             minp = min_p
-            prev = _unkey(_key(lim) - 1)
-            ok = ok & (complete | (_keep(prev, x_lo, m0, s_c, pthr, minp) == 0))
+            ok = ok & (complete | (_keep(lim, x_lo, m0, s_c, pthr, minp) == 0))
             if ok:
                 w = tl.where(live & _keep(v, x_lo, m0, s_c, pthr, minp), _exp(v - m0), 0.0)
                 w_tot = tl.sum(w, 0)
@@ -549,15 +574,14 @@ def _finish_kernel(logits_ptr, row_stride, V, K, K1, T, temp_ptr,
         path = 2
         tsel, rest = _choose_tile(tmass, u_s * s_all, T_PAD)
         tok_s = _in_tile(logits_ptr, row_stride, V, n, b, j, K, tsel, rest, temp, gmask_ptr,
-                         g_sb, g_sj, has_g, bits_ptr, cnt_ptr, bias_ptr, W, rep, freq, pres,
+                         g_sb, g_sj, has_g, bits_ptr, pval_ptr, W,
                          x_lo, m0, s_c, pthr, minp, j < 0, s_c, xd, q_ptr, qid_ptr, Q,
                          BLOCK_V, Q_MODE, BLOCK_Q, HAS_GRAMMAR, HAS_PATCH)
         if VERIFY:  # noqa: SIM102
             if has_d:
                 if Q_MODE == 0:
                     w_x = _weight_at(logits_ptr, row_stride, V, n, b, j, xd, temp, gmask_ptr,
-                                     g_sb, g_sj, has_g, bits_ptr, cnt_ptr, bias_ptr, W, rep,
-                                     freq, pres, x_lo, m0, s_c, pthr, minp,
+                                     g_sb, g_sj, has_g, bits_ptr, pval_ptr, W, x_lo, m0, s_c, pthr, minp,
                                      HAS_GRAMMAR, HAS_PATCH)
                     acc = u_a * q_x < tl.where(inside, _div(w_x, s_c), 0.0)
                     rm = tl.maximum(tl.where(tiles == xd // BLOCK_V, tmass - w_x, tmass), 0.0)
@@ -567,8 +591,7 @@ def _finish_kernel(logits_ptr, row_stride, V, K, K1, T, temp_ptr,
                                               u_r * tl.where(use_r, r_tot, s_all), T_PAD)
                     rest = tl.where(use_r, _div(rest, s_c), rest)
                     tok_r = _in_tile(logits_ptr, row_stride, V, n, b, j, K, tsel, rest, temp,
-                                     gmask_ptr, g_sb, g_sj, has_g, bits_ptr, cnt_ptr, bias_ptr,
-                                     W, rep, freq, pres, x_lo, m0, s_c, pthr, minp, use_r,
+                                     gmask_ptr, g_sb, g_sj, has_g, bits_ptr, pval_ptr, W, x_lo, m0, s_c, pthr, minp, use_r,
                                      s_c, xd, q_ptr, qid_ptr, Q, BLOCK_V, Q_MODE, BLOCK_Q,
                                      HAS_GRAMMAR, HAS_PATCH)
                 else:
@@ -577,7 +600,7 @@ def _finish_kernel(logits_ptr, row_stride, V, K, K1, T, temp_ptr,
         path = 3
         if filtered:
             x_lo, s_c = _search(logits_ptr, row_stride, V, n, b, j, T, temp, gmask_ptr, g_sb,
-                                g_sj, has_g, bits_ptr, cnt_ptr, bias_ptr, W, rep, freq, pres,
+                                g_sj, has_g, bits_ptr, pval_ptr, W,
                                 k, top_p, m0, BLOCK_V, HAS_GRAMMAR, HAS_PATCH)
             pthr = 0.0
             minp = min_p
@@ -585,29 +608,27 @@ def _finish_kernel(logits_ptr, row_stride, V, K, K1, T, temp_ptr,
         wm = tl.zeros([T_PAD], tl.float32)
         for t in range(T):
             x = _processed(logits_ptr, n, b, j, t * BLOCK_V + ar, V, row_stride, temp,
-                           gmask_ptr, g_sb, g_sj, has_g, bits_ptr, cnt_ptr, bias_ptr, W, rep,
-                           freq, pres, HAS_GRAMMAR, HAS_PATCH)
+                           gmask_ptr, g_sb, g_sj, has_g, bits_ptr, pval_ptr, W, HAS_GRAMMAR, HAS_PATCH)
             ws = tl.sum(tl.where(_keep(x, x_lo, m0, s_c, pthr, minp), _exp(x - m0), 0.0), 0)
             wm = tl.where(tiles == t, ws, wm)
         w_tot = tl.sum(wm, 0)
         wc = tl.maximum(w_tot, tiny)
         tsel, rest = _choose_tile(wm, u_s * w_tot, T_PAD)
         tok_s = _in_tile(logits_ptr, row_stride, V, n, b, j, K, tsel, rest, temp, gmask_ptr,
-                         g_sb, g_sj, has_g, bits_ptr, cnt_ptr, bias_ptr, W, rep, freq, pres,
+                         g_sb, g_sj, has_g, bits_ptr, pval_ptr, W,
                          x_lo, m0, s_c, pthr, minp, j < 0, wc, xd, q_ptr, qid_ptr, Q,
                          BLOCK_V, Q_MODE, BLOCK_Q, HAS_GRAMMAR, HAS_PATCH)
         if VERIFY:  # noqa: SIM102
             if has_d:
                 w_x = _weight_at(logits_ptr, row_stride, V, n, b, j, xd, temp, gmask_ptr, g_sb,
-                                 g_sj, has_g, bits_ptr, cnt_ptr, bias_ptr, W, rep, freq, pres,
+                                 g_sj, has_g, bits_ptr, pval_ptr, W,
                                  x_lo, m0, s_c, pthr, minp, HAS_GRAMMAR, HAS_PATCH)
                 acc = u_a * q_x < tl.where(inside, _div(w_x, wc), 0.0)
                 rm = tl.zeros([T_PAD], tl.float32)
                 for t in range(T):
                     offs = t * BLOCK_V + ar
                     x = _processed(logits_ptr, n, b, j, offs, V, row_stride, temp, gmask_ptr,
-                                   g_sb, g_sj, has_g, bits_ptr, cnt_ptr, bias_ptr, W, rep,
-                                   freq, pres, HAS_GRAMMAR, HAS_PATCH)
+                                   g_sb, g_sj, has_g, bits_ptr, pval_ptr, W, HAS_GRAMMAR, HAS_PATCH)
                     w = tl.where(_keep(x, x_lo, m0, s_c, pthr, minp), _exp(x - m0), 0.0)
                     if Q_MODE == 0:
                         q = (offs == xd).to(tl.float32)
@@ -621,8 +642,7 @@ def _finish_kernel(logits_ptr, row_stride, V, K, K1, T, temp_ptr,
                 tsel, rest = _choose_tile(tl.where(use_r, rm, wm),
                                           u_r * tl.where(use_r, r_tot, w_tot), T_PAD)
                 tok_r = _in_tile(logits_ptr, row_stride, V, n, b, j, K, tsel, rest, temp,
-                                 gmask_ptr, g_sb, g_sj, has_g, bits_ptr, cnt_ptr, bias_ptr, W,
-                                 rep, freq, pres, x_lo, m0, s_c, pthr, minp, use_r, wc, xd,
+                                 gmask_ptr, g_sb, g_sj, has_g, bits_ptr, pval_ptr, W, x_lo, m0, s_c, pthr, minp, use_r, wc, xd,
                                  q_ptr, qid_ptr, Q, BLOCK_V, Q_MODE, BLOCK_Q,
                                  HAS_GRAMMAR, HAS_PATCH)
     tl.store(path_ptr + n, path)

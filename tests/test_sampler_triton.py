@@ -2,8 +2,9 @@
 
 Vocab 111 and 1000 (several tiles, partial last tile), B = 8 rows that differ in every
 setting (greedy, top-k incl. k near V, top-p incl. flat rows that need the exact bisection,
-min-p, penalties over a history, logit bias, grammar bitmasks), fp32/bf16/fp16 logits, and
-verify with K up to 3 for none/dense/sparse draft probabilities and mixed num_draft.
+min-p, penalties over a history, logit bias, grammar bitmasks), fp32/bf16/fp16 logits, flat
+(slow path) and peaked (candidate path) rows, and verify with K up to 3 for none/dense/sparse
+draft probabilities, mixed num_draft and none given.
 
 The interpreter runs in two subprocesses (one per vocab, in parallel), so TRITON_INTERPRET
 never leaks into this pytest process (GPU tests in the same session use real kernels).
@@ -71,7 +72,8 @@ def run_group(vocab: int) -> dict[str, list]:
     dtypes = [torch.float32, torch.bfloat16, torch.float16] if vocab < 200 else [torch.float32]
     for dtype in dtypes:
         for seed in (1, 2) if dtype == torch.float32 else (3,):
-            logits = (torch.randn(8, vocab, generator=g) * 2).to(dtype)
+            scale = 8 if seed == 2 else 2  # peaked rows take the candidate path, flat the slow
+            logits = (torch.randn(8, vocab, generator=g) * scale).to(dtype)
             batch = make_batch(vocab, 1, seed)
             a = ref.sample(logits, batch).tokens
             b = tri.sample(logits, batch).tokens
@@ -93,6 +95,14 @@ def run_group(vocab: int) -> dict[str, list]:
         b = tri.verify(logits, drafts, batch, probs, num_draft)
         results[f"verify-{mode}"] = (_diff(a.tokens, b.tokens)
                                      + _diff(a.num_accepted, b.num_accepted))
+    # peaked logits, every row drafting K tokens (no num_draft tensor)
+    peaked = logits * 4
+    drafts = peaked[:, :k].argmax(-1)
+    drafts[1::2, 1] = 3
+    batch = make_batch(vocab, k + 1, 9)
+    a = ref.verify(peaked, drafts, batch)
+    b = tri.verify(peaked, drafts, batch)
+    results["verify-peaked"] = _diff(a.tokens, b.tokens) + _diff(a.num_accepted, b.num_accepted)
     return results
 
 
