@@ -222,7 +222,8 @@ def _patch_kernel(logits_ptr, row_stride, hist_ids_ptr, hist_cnt_ptr, hist_cap, 
 
 @triton.jit
 def _tile_kernel(logits_ptr, row_stride, V, K1, temp_ptr,
-                 gmask_ptr, g_sb, g_sj, hasg_ptr, bits_ptr, pval_ptr, W, topk_ptr, topp_ptr, minp_ptr,
+                 gmask_ptr, g_sb, g_sj, hasg_ptr, bits_ptr, pval_ptr, W,
+                 topk_ptr, topp_ptr, minp_ptr,
                  tmax_ptr, tsum_ptr, targ_ptr, tcnt_ptr, tbnd_ptr, cval_ptr, cid_ptr,
                  T_PAD: tl.constexpr, C: tl.constexpr, BLOCK_V: tl.constexpr,
                  HAS_GRAMMAR: tl.constexpr, HAS_PATCH: tl.constexpr, HAS_CAND: tl.constexpr):
@@ -425,8 +426,9 @@ def _q_at(q_ptr, qid_ptr, Q, b, j, K, xd, inside, Q_MODE: tl.constexpr,
 
 @triton.jit
 def _finish_kernel(logits_ptr, row_stride, V, K, K1, T, temp_ptr,
-                   gmask_ptr, g_sb, g_sj, hasg_ptr, bits_ptr, pval_ptr, W, topk_ptr, topp_ptr, minp_ptr, seed_ptr,
-                   pos_ptr, draft_ptr, ndraft_ptr, q_ptr, qid_ptr, Q,
+                   gmask_ptr, g_sb, g_sj, hasg_ptr, bits_ptr, pval_ptr, W,
+                   topk_ptr, topp_ptr, minp_ptr, seed_ptr, pos_ptr,
+                   draft_ptr, ndraft_ptr, q_ptr, qid_ptr, Q,
                    tmax_ptr, tsum_ptr, targ_ptr, tcnt_ptr, tbnd_ptr, cval_ptr, cid_ptr,
                    sv_ptr, si_ptr, tokens_ptr, acc_ptr, toks_ptr, tokr_ptr, path_ptr,
                    T_PAD: tl.constexpr, C: tl.constexpr, CMAX: tl.constexpr,
@@ -581,8 +583,8 @@ def _finish_kernel(logits_ptr, row_stride, V, K, K1, T, temp_ptr,
             if has_d:
                 if Q_MODE == 0:
                     w_x = _weight_at(logits_ptr, row_stride, V, n, b, j, xd, temp, gmask_ptr,
-                                     g_sb, g_sj, has_g, bits_ptr, pval_ptr, W, x_lo, m0, s_c, pthr, minp,
-                                     HAS_GRAMMAR, HAS_PATCH)
+                                     g_sb, g_sj, has_g, bits_ptr, pval_ptr, W, x_lo, m0, s_c,
+                                     pthr, minp, HAS_GRAMMAR, HAS_PATCH)
                     acc = u_a * q_x < tl.where(inside, _div(w_x, s_c), 0.0)
                     rm = tl.maximum(tl.where(tiles == xd // BLOCK_V, tmass - w_x, tmass), 0.0)
                     r_tot = tl.sum(rm, 0)
