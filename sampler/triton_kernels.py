@@ -593,7 +593,8 @@ def _finish_kernel(logits_ptr, row_stride, V, K, K1, T, temp_ptr,
                                               u_r * tl.where(use_r, r_tot, s_all), T_PAD)
                     rest = tl.where(use_r, _div(rest, s_c), rest)
                     tok_r = _in_tile(logits_ptr, row_stride, V, n, b, j, K, tsel, rest, temp,
-                                     gmask_ptr, g_sb, g_sj, has_g, bits_ptr, pval_ptr, W, x_lo, m0, s_c, pthr, minp, use_r,
+                                     gmask_ptr, g_sb, g_sj, has_g, bits_ptr, pval_ptr, W, x_lo,
+                                     m0, s_c, pthr, minp, use_r,
                                      s_c, xd, q_ptr, qid_ptr, Q, BLOCK_V, Q_MODE, BLOCK_Q,
                                      HAS_GRAMMAR, HAS_PATCH)
                 else:
@@ -610,7 +611,8 @@ def _finish_kernel(logits_ptr, row_stride, V, K, K1, T, temp_ptr,
         wm = tl.zeros([T_PAD], tl.float32)
         for t in range(T):
             x = _processed(logits_ptr, n, b, j, t * BLOCK_V + ar, V, row_stride, temp,
-                           gmask_ptr, g_sb, g_sj, has_g, bits_ptr, pval_ptr, W, HAS_GRAMMAR, HAS_PATCH)
+                           gmask_ptr, g_sb, g_sj, has_g, bits_ptr, pval_ptr, W, HAS_GRAMMAR,
+                           HAS_PATCH)
             ws = tl.sum(tl.where(_keep(x, x_lo, m0, s_c, pthr, minp), _exp(x - m0), 0.0), 0)
             wm = tl.where(tiles == t, ws, wm)
         w_tot = tl.sum(wm, 0)
@@ -644,7 +646,8 @@ def _finish_kernel(logits_ptr, row_stride, V, K, K1, T, temp_ptr,
                 tsel, rest = _choose_tile(tl.where(use_r, rm, wm),
                                           u_r * tl.where(use_r, r_tot, w_tot), T_PAD)
                 tok_r = _in_tile(logits_ptr, row_stride, V, n, b, j, K, tsel, rest, temp,
-                                 gmask_ptr, g_sb, g_sj, has_g, bits_ptr, pval_ptr, W, x_lo, m0, s_c, pthr, minp, use_r, wc, xd,
+                                 gmask_ptr, g_sb, g_sj, has_g, bits_ptr, pval_ptr, W, x_lo, m0,
+                                 s_c, pthr, minp, use_r, wc, xd,
                                  q_ptr, qid_ptr, Q, BLOCK_V, Q_MODE, BLOCK_Q,
                                  HAS_GRAMMAR, HAS_PATCH)
     tl.store(path_ptr + n, path)
