@@ -30,29 +30,29 @@ def tile_variants(rows: int, vocab: int, bw: float) -> None:
     n = rows
     f32 = dict(dtype=torch.float32, device="cuda")
     bits = torch.zeros(n, words, dtype=torch.int32, device="cuda")
-    cnt = torch.zeros(n, vocab, dtype=torch.int32, device="cuda")
-    bias = torch.zeros(n, vocab, **f32)
+    pval = torch.zeros(n, vocab, **f32)
     gm = head.grammar_bitmask
     out = [torch.empty(n, t_pad, **f32), torch.empty(n, t_pad, **f32),
            torch.empty(n, t_pad, dtype=torch.int32, device="cuda"),
-           torch.empty(n, t_pad, dtype=torch.int32, device="cuda"), torch.empty(n, t_pad, **f32),
+           torch.zeros(n, t_pad, dtype=torch.int32, device="cuda"), torch.empty(n, t_pad, **f32),
            torch.empty(n, t_pad, tri.C, **f32),
            torch.empty(n, t_pad, tri.C, dtype=torch.int32, device="cuda")]
     floor = rows * vocab * 4 / bw * 1e6
-    for name, cand, patch, gram in (("all", True, True, True), ("no-cand", False, True, True),
-                                    ("cand-only", True, False, False),
-                                    ("stats-only", False, False, False)):
-        def launch(cand=cand, patch=patch, gram=gram):
+    for name, cand, patch, gram, probe in (
+            ("all", True, True, True, 0), ("no-cand", False, True, True, 0),
+            ("cand-only", True, False, False, 0), ("cand-nocompact", True, False, False, 1),
+            ("cand-nolevels", True, False, False, 2), ("cand-histogram", True, False, False, 3),
+            ("stats-only", False, False, False, 0)):
+        def launch(cand=cand, patch=patch, gram=gram, probe=probe):
             return tk._tile_kernel[(n, tiles)](
                 logits, logits.stride(0), vocab, 1, head.temperature, gm, gm.stride(0),
-                gm.stride(1), head.has_grammar, bits, cnt, bias, words,
-                head.repetition_penalty, head.frequency_penalty, head.presence_penalty,
+                gm.stride(1), head.has_grammar, bits, pval, words,
                 head.top_k, head.top_p, head.min_p, *out, T_PAD=t_pad, C=tri.C, BLOCK_V=bv,
-                HAS_GRAMMAR=gram, HAS_PATCH=patch, HAS_CAND=cand, num_warps=tri.TILE_WARPS,
-                **tri.OPTS)
+                HAS_GRAMMAR=gram, HAS_PATCH=patch, HAS_CAND=cand, PROBE=probe,
+                num_warps=tri.TILE_WARPS, **tri.OPTS)
         kern = launch()
         us = timed(launch, "cuda", 30)
-        print(f"tile B={rows} V={vocab} {name:>10}: {us:8.1f} us = {us / floor:5.1f}x floor "
+        print(f"tile B={rows} V={vocab} {name:>14}: {us:8.1f} us = {us / floor:5.1f}x floor "
               f"regs={kern.n_regs} spills={kern.n_spills} smem={kern.metadata.shared}",
               flush=True)
 

@@ -34,7 +34,7 @@ from sampler.processing import process
 from sampler.sampling import log_probs, top_logprobs
 from sampler.torch_backend import DraftProbs, _expand_positions
 
-C = int(os.environ.get("SONICSPEC_C", "16"))  # candidates per tile
+C = int(os.environ.get("SONICSPEC_C", "32"))  # candidates per tile
 TILE_WARPS = int(os.environ.get("SONICSPEC_TILE_WARPS", "4"))
 CMAX = 128  # candidates per row kept for the exact filters
 BLOCK_Q = 8
@@ -151,14 +151,13 @@ def _run(logits: torch.Tensor, drafts: torch.Tensor, batch: SamplingBatch,
     tsum = torch.empty(n, t_pad, **f32)
     targ = torch.empty(n, t_pad, dtype=torch.int32, device=dev)
     if has_filter:
-        tcnt = torch.empty(n, t_pad, dtype=torch.int32, device=dev)
+        tcnt = torch.zeros(n, t_pad, dtype=torch.int32, device=dev)  # atomic slot counters
         tbnd = torch.empty(n, t_pad, **f32)
         cval = torch.empty(n, t_pad, C, **f32)
         cid = torch.empty(n, t_pad, C, dtype=torch.int32, device=dev)
-        sv = torch.empty(n, CMAX, **f32)
-        si = torch.empty(n, CMAX, dtype=torch.int32, device=dev)
+        sv = torch.empty(n, CMAX, dtype=torch.int64, device=dev)
     else:
-        tcnt = tbnd = cval = cid = sv = si = tmax
+        tcnt = tbnd = cval = cid = sv = tmax
     tk._tile_kernel[(n, tiles)](*proc_args, *filt, tmax, tsum, targ, tcnt, tbnd, cval, cid,
                                 T_PAD=t_pad, C=C, BLOCK_V=bv, HAS_CAND=has_filter, **common,
                                 num_warps=TILE_WARPS, **OPTS)
@@ -174,7 +173,7 @@ def _run(logits: torch.Tensor, drafts: torch.Tensor, batch: SamplingBatch,
         out = torch.empty(bsz, dtype=torch.int64, device=dev)
     tk._finish_kernel[(n,)](logits, logits.stride(1), vocab, k, k1, tiles, *proc_args[4:],
                             *filt, head.seed, head.position, drafts, n_draft, q, qid, q_len,
-                            tmax, tsum, targ, tcnt, tbnd, cval, cid, sv, si, out, acc, toks,
+                            tmax, tsum, targ, tcnt, tbnd, cval, cid, sv, out, acc, toks,
                             tokr, path, T_PAD=t_pad, C=C, CMAX=CMAX, BLOCK_V=bv,
                             HAS_FILTER=has_filter, VERIFY=verifying, Q_MODE=q_mode,
                             BLOCK_Q=BLOCK_Q, HAS_ND=has_nd, **common, **OPTS)

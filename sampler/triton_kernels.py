@@ -56,6 +56,32 @@ else:
         return tl.math.div_rn(a, b)
 
 
+if INTERPRET:  # the interpreter's vector atomics do not hand out distinct slots
+
+    @triton.jit
+    def _compact(cval_ptr, cid_ptr, cnt_ptr, o, x, offs, sel, C: tl.constexpr,
+                 N: tl.constexpr):
+        """Write the selected (value, id) pairs to the tile's C slots, in id order."""
+        sel1 = tl.reshape(sel, [N])
+        pos = tl.cumsum(sel1.to(tl.int32), 0) - 1
+        tl.store(cval_ptr + o * C + pos, tl.reshape(x, [N]), mask=sel1 & (pos < C))
+        tl.store(cid_ptr + o * C + pos, tl.reshape(offs, [N]), mask=sel1 & (pos < C))
+        tl.store(cnt_ptr + o, tl.sum(sel1.to(tl.int32), 0))
+
+else:
+
+    @triton.jit
+    def _compact(cval_ptr, cid_ptr, cnt_ptr, o, x, offs, sel, C: tl.constexpr,
+                 N: tl.constexpr):
+        """Write the selected (value, id) pairs to the tile's C slots: each takes a slot from
+        an atomic counter (zeroed by the caller; at most C are selected), so the order is
+        arbitrary and the row stage sorts by id. No prefix sum over the tile."""
+        slot = tl.atomic_add(cnt_ptr + o + tl.zeros_like(offs), tl.full(offs.shape, 1, tl.int32),
+                             mask=sel, sem="relaxed")
+        tl.store(cval_ptr + o * C + slot, x, mask=sel & (slot < C))
+        tl.store(cid_ptr + o * C + slot, offs, mask=sel & (slot < C))
+
+
 @triton.jit
 def _mix32(x):
     """lowbias32 on uint32 (wrapping multiplies), as sampler.rng.mix32."""
@@ -221,19 +247,45 @@ def _patch_kernel(logits_ptr, row_stride, hist_ids_ptr, hist_cnt_ptr, hist_cap, 
 
 
 @triton.jit
+def _level_count(fin, gb, l0: tl.constexpr, l1: tl.constexpr, l2: tl.constexpr,
+                 l3: tl.constexpr, l4: tl.constexpr):
+    """Counts of finite tokens with gap bin <= each of five levels, in one int64 sum (12-bit
+    fields: a tile holds at most 4095 tokens)."""
+    v = ((gb <= l0).to(tl.int64) | ((gb <= l1).to(tl.int64) << 12)
+         | ((gb <= l2).to(tl.int64) << 24) | ((gb <= l3).to(tl.int64) << 36)
+         | ((gb <= l4).to(tl.int64) << 48))
+    return tl.sum(tl.sum(tl.where(fin, v, 0), 1), 0)
+
+
+@triton.jit
+def _pick_level(packed, top, C: tl.constexpr, l0: tl.constexpr, l1: tl.constexpr,
+                l2: tl.constexpr, l3: tl.constexpr, l4: tl.constexpr):
+    """The largest level whose count is at most C (counts grow with the level), else top."""
+    top = tl.where((packed & 4095) <= C, l0, top)
+    top = tl.where(((packed >> 12) & 4095) <= C, l1, top)
+    top = tl.where(((packed >> 24) & 4095) <= C, l2, top)
+    top = tl.where(((packed >> 36) & 4095) <= C, l3, top)
+    return tl.where(((packed >> 48) & 4095) <= C, l4, top)
+
+
+@triton.jit
 def _tile_kernel(logits_ptr, row_stride, V, K1, temp_ptr,
                  gmask_ptr, g_sb, g_sj, hasg_ptr, bits_ptr, pval_ptr, W,
                  topk_ptr, topp_ptr, minp_ptr,
                  tmax_ptr, tsum_ptr, targ_ptr, tcnt_ptr, tbnd_ptr, cval_ptr, cid_ptr,
                  T_PAD: tl.constexpr, C: tl.constexpr, BLOCK_V: tl.constexpr,
-                 HAS_GRAMMAR: tl.constexpr, HAS_PATCH: tl.constexpr, HAS_CAND: tl.constexpr):
+                 HAS_GRAMMAR: tl.constexpr, HAS_PATCH: tl.constexpr, HAS_CAND: tl.constexpr,
+                 PROBE: tl.constexpr = 0):
     """Stage 1, one program per (row n, tile t): reads the tile once and writes its max, sum
     exp(x - max) and lowest id of the max; for rows with a filter, also candidates.
 
-    Candidates without selection passes: one histogram of the gap g = max - x (`_gap_bin`,
-    log-spaced) picks the widest gap whose tokens number at most C; those tokens are written
-    in id order (one prefix sum gives their slots) with the bound `bnd`, the largest value
-    not written: every token with x > bnd is a candidate (-inf: all finite ones are)."""
+    The tile is held as [BLOCK_V / 32, 32]: a row of it is one word of the grammar and patch
+    bit masks, loaded once and shifted per lane (no per-token gather). Candidates without
+    selection passes: counts at ten log-spaced gap levels (1.8 to 127 nats) below the tile
+    max (`_gap_bin`, two packed sums) pick the widest gap holding at most C tokens; those
+    are written to the tile's C slots (slots from an atomic counter on the GPU, so in no
+    fixed order: the row stage orders them by id) with the bound `bnd`, the largest value
+    not written: every token with x > bnd is a candidate (-inf: every finite one is)."""
     n = tl.program_id(0)
     t = tl.program_id(1)
     b = n // K1
@@ -241,14 +293,28 @@ def _tile_kernel(logits_ptr, row_stride, V, K1, temp_ptr,
     temp_raw = tl.load(temp_ptr + b)
     temp = tl.where(temp_raw == 0, 1.0, temp_raw)
     has_g = tl.load(hasg_ptr + b).to(tl.int32)
-    offs = t * BLOCK_V + tl.arange(0, BLOCK_V)
-    x = _processed(logits_ptr, n, b, j, offs, V, row_stride, temp, gmask_ptr, g_sb, g_sj,
-                   has_g, bits_ptr, pval_ptr, W,
-                   HAS_GRAMMAR, HAS_PATCH)
-    m = tl.max(x, 0)
+    NW: tl.constexpr = BLOCK_V // 32
+    word = t * NW + tl.arange(0, NW)
+    lane = tl.arange(0, 32)
+    offs = word[:, None] * 32 + lane[None, :]
+    inb = offs < V
+    x = tl.load(logits_ptr + n.to(tl.int64) * row_stride + offs, mask=inb,
+                other=float("-inf")).to(tl.float32)
+    if HAS_PATCH:
+        pw = tl.load(bits_ptr + n.to(tl.int64) * W + word, mask=word < W, other=0)
+        hit = inb & (((pw[:, None] >> lane[None, :]) & 1) != 0)
+        x = tl.where(hit, tl.load(pval_ptr + n.to(tl.int64) * V + offs, mask=hit, other=0.0),
+                     x)
+    if HAS_GRAMMAR:
+        gw = tl.load(gmask_ptr + b.to(tl.int64) * g_sb + j * g_sj + word, mask=word < W,
+                     other=-1)
+        ok = ((gw[:, None] >> lane[None, :]) & 1) != 0
+        x = tl.where(ok | (has_g == 0), x, float("-inf"))
+    x = tl.where(inb, _div(x, temp), float("-inf"))
+    m = tl.max(tl.max(x, 1), 0)
     m0 = tl.where(m > float("-inf"), m, 0.0)
-    s = tl.sum(_exp(x - m0), 0)
-    arg = tl.min(tl.where((x == m) & (offs < V), offs, 2147483647), 0)
+    s = tl.sum(tl.sum(_exp(x - m0), 1), 0)
+    arg = tl.min(tl.min(tl.where((x == m) & inb, offs, 2147483647), 1), 0)
     o = n.to(tl.int64) * T_PAD + t
     tl.store(tmax_ptr + o, m)
     tl.store(tsum_ptr + o, s)
@@ -259,15 +325,22 @@ def _tile_kernel(logits_ptr, row_stride, V, K1, temp_ptr,
         if need:
             fin = x > float("-inf")
             gb = _gap_bin(m0 - x, 64)
-            cc = tl.cumsum(tl.histogram(gb, 64, mask=fin), 0)
-            top = tl.max(tl.where(cc <= C, tl.arange(0, 64), -1), 0)
+            if PROBE == 2:  # measurement only: a fixed level instead of the counts
+                top = 23
+            elif PROBE == 3:  # measurement only: a 64-bin histogram instead of the counts
+                cc = tl.cumsum(tl.histogram(tl.reshape(gb, [BLOCK_V], can_reorder=True), 64,
+                                            mask=tl.reshape(fin, [BLOCK_V], can_reorder=True)),
+                               0)
+                top = tl.max(tl.where(cc <= C, tl.arange(0, 64), -1), 0)
+            else:
+                top = _pick_level(_level_count(fin, gb, 11, 15, 19, 23, 27), -1, C,
+                                  11, 15, 19, 23, 27)
+                top = _pick_level(_level_count(fin, gb, 31, 35, 39, 47, 63), top, C,
+                                  31, 35, 39, 47, 63)
             sel = fin & (gb <= top)
-            pos = tl.cumsum(sel.to(tl.int32), 0) - 1
-            base = o * C
-            tl.store(cval_ptr + base + pos, x, mask=sel)
-            tl.store(cid_ptr + base + pos, offs, mask=sel)
-            tl.store(tcnt_ptr + o, tl.sum(sel.to(tl.int32), 0))
-            tl.store(tbnd_ptr + o, tl.max(tl.where(sel, float("-inf"), x), 0))
+            if PROBE != 1:  # PROBE 1, measurement only: no compaction
+                _compact(cval_ptr, cid_ptr, tcnt_ptr, o, x, offs, sel, C, BLOCK_V)
+            tl.store(tbnd_ptr + o, tl.max(tl.max(tl.where(sel, float("-inf"), x), 1), 0))
 
 
 @triton.jit
@@ -430,7 +503,7 @@ def _finish_kernel(logits_ptr, row_stride, V, K, K1, T, temp_ptr,
                    topk_ptr, topp_ptr, minp_ptr, seed_ptr, pos_ptr,
                    draft_ptr, ndraft_ptr, q_ptr, qid_ptr, Q,
                    tmax_ptr, tsum_ptr, targ_ptr, tcnt_ptr, tbnd_ptr, cval_ptr, cid_ptr,
-                   sv_ptr, si_ptr, tokens_ptr, acc_ptr, toks_ptr, tokr_ptr, path_ptr,
+                   sv_ptr, tokens_ptr, acc_ptr, toks_ptr, tokr_ptr, path_ptr,
                    T_PAD: tl.constexpr, C: tl.constexpr, CMAX: tl.constexpr,
                    BLOCK_V: tl.constexpr, HAS_FILTER: tl.constexpr, VERIFY: tl.constexpr,
                    Q_MODE: tl.constexpr, BLOCK_Q: tl.constexpr, HAS_ND: tl.constexpr,
@@ -518,15 +591,21 @@ def _finish_kernel(logits_ptr, row_stride, V, K, K1, T, temp_ptr,
                                              0))
                 valid = valid & (cv > lim)
                 n_c = tl.sum(valid.to(tl.int32), 0)
-            # compact the (id-ordered) survivors through a per-row scratch
+            # compact the survivors through a per-row scratch, then order them by id (one
+            # int64 sort of id << 32 | value bits; padding sorts last)
             slot = tl.cumsum(valid.to(tl.int32), 0) - 1
             rr = tl.arange(0, CMAX)
-            tl.store(sv_ptr + n.to(tl.int64) * CMAX + slot, cv, mask=valid & (slot < CMAX))
-            tl.store(si_ptr + n.to(tl.int64) * CMAX + slot, ci, mask=valid & (slot < CMAX))
+            pair = (ci.to(tl.int64) << 32) | (cv.to(tl.int32, bitcast=True).to(tl.int64)
+                                              & 0xFFFFFFFF)
+            tl.store(sv_ptr + n.to(tl.int64) * CMAX + slot, pair, mask=valid & (slot < CMAX))
             tl.debug_barrier()
             live = rr < n_c
-            v = tl.load(sv_ptr + n.to(tl.int64) * CMAX + rr, mask=live, other=float("-inf"))
-            ids = tl.load(si_ptr + n.to(tl.int64) * CMAX + rr, mask=live, other=0)
+            pair = tl.sort(tl.load(sv_ptr + n.to(tl.int64) * CMAX + rr, mask=live,
+                                   other=9223372036854775807), 0)
+            ids = (pair >> 32).to(tl.int32)
+            v = tl.where(live, (pair & 0xFFFFFFFF).to(tl.int32).to(tl.float32, bitcast=True),
+                         float("-inf"))
+            ids = tl.where(live, ids, 0)
             # every token not among them has x <= lim: complete when that is nothing, or
             # only tokens whose weight exp(x - M) is 0 in float32 (they never change a draw)
             complete = (m0 - lim) > 110.0
