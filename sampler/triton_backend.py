@@ -37,6 +37,7 @@ from sampler.torch_backend import DraftProbs, _expand_positions
 C = int(os.environ.get("SONICSPEC_C", "32"))  # candidates per tile
 TILE_WARPS = int(os.environ.get("SONICSPEC_TILE_WARPS", "4"))
 CMAX = 128  # candidates per row kept for the exact filters
+CMAX2 = 512  # tokens per row the second chance collects
 BLOCK_Q = 8
 # No multiply-add contraction: `x - f * count` must round twice, as torch computes it.
 OPTS: dict[str, bool] = ({} if os.environ.get("TRITON_INTERPRET") == "1"
@@ -156,8 +157,9 @@ def _run(logits: torch.Tensor, drafts: torch.Tensor, batch: SamplingBatch,
         cval = torch.empty(n, t_pad, C, **f32)
         cid = torch.empty(n, t_pad, C, dtype=torch.int32, device=dev)
         sv = torch.empty(n, CMAX, dtype=torch.int64, device=dev)
+        sv2 = torch.empty(n, CMAX2, dtype=torch.int64, device=dev)
     else:
-        tcnt = tbnd = cval = cid = sv = tmax
+        tcnt = tbnd = cval = cid = sv = sv2 = tmax
     tk._tile_kernel[(n, tiles)](*proc_args, *filt, tmax, tsum, targ, tcnt, tbnd, cval, cid,
                                 T_PAD=t_pad, C=C, BLOCK_V=bv, HAS_CAND=has_filter, **common,
                                 num_warps=TILE_WARPS, **OPTS)
@@ -173,8 +175,8 @@ def _run(logits: torch.Tensor, drafts: torch.Tensor, batch: SamplingBatch,
         out = torch.empty(bsz, dtype=torch.int64, device=dev)
     tk._finish_kernel[(n,)](logits, logits.stride(1), vocab, k, k1, tiles, *proc_args[4:],
                             *filt, head.seed, head.position, drafts, n_draft, q, qid, q_len,
-                            tmax, tsum, targ, tcnt, tbnd, cval, cid, sv, out, acc, toks,
-                            tokr, path, T_PAD=t_pad, C=C, CMAX=CMAX, BLOCK_V=bv,
+                            tmax, tsum, targ, tcnt, tbnd, cval, cid, sv, sv2, out, acc, toks,
+                            tokr, path, T_PAD=t_pad, C=C, CMAX=CMAX, CMAX2=CMAX2, BLOCK_V=bv,
                             HAS_FILTER=has_filter, VERIFY=verifying, Q_MODE=q_mode,
                             BLOCK_Q=BLOCK_Q, HAS_ND=has_nd, **common, **OPTS)
     if not verifying:

@@ -281,8 +281,8 @@ def _tile_kernel(logits_ptr, row_stride, V, K1, temp_ptr,
 
     The tile is held as [BLOCK_V / 32, 32]: a row of it is one word of the grammar and patch
     bit masks, loaded once and shifted per lane (no per-token gather). Candidates without
-    selection passes: counts at ten log-spaced gap levels (1.8 to 127 nats) below the tile
-    max (`_gap_bin`, two packed sums) pick the widest gap holding at most C tokens; those
+    selection passes: counts at fifteen log-spaced gap levels (1.8 to 127 nats) below the tile
+    max (`_gap_bin`, three packed sums) pick the widest gap holding at most C tokens; those
     are written to the tile's C slots (slots from an atomic counter on the GPU, so in no
     fixed order: the row stage orders them by id) with the bound `bnd`, the largest value
     not written: every token with x > bnd is a candidate (-inf: every finite one is)."""
@@ -333,8 +333,10 @@ def _tile_kernel(logits_ptr, row_stride, V, K1, temp_ptr,
                                0)
                 top = tl.max(tl.where(cc <= C, tl.arange(0, 64), -1), 0)
             else:
-                top = _pick_level(_level_count(fin, gb, 11, 15, 19, 23, 27), -1, C,
-                                  11, 15, 19, 23, 27)
+                top = _pick_level(_level_count(fin, gb, 11, 13, 15, 17, 19), -1, C,
+                                  11, 13, 15, 17, 19)
+                top = _pick_level(_level_count(fin, gb, 21, 23, 25, 27, 29), top, C,
+                                  21, 23, 25, 27, 29)
                 top = _pick_level(_level_count(fin, gb, 31, 35, 39, 47, 63), top, C,
                                   31, 35, 39, 47, 63)
             sel = fin & (gb <= top)
@@ -498,13 +500,89 @@ def _q_at(q_ptr, qid_ptr, Q, b, j, K, xd, inside, Q_MODE: tl.constexpr,
 
 
 @triton.jit
+def _count3(fin, gb, l0: tl.constexpr, l1: tl.constexpr, l2: tl.constexpr):
+    """Counts of finite tokens with gap bin <= each of three levels: one int64 sum of 21-bit
+    fields (a row holds fewer than 2**21 tokens)."""
+    v = ((gb <= l0).to(tl.int64) | ((gb <= l1).to(tl.int64) << 21)
+         | ((gb <= l2).to(tl.int64) << 42))
+    return tl.sum(tl.where(fin, v, 0), 0)
+
+
+@triton.jit
+def _pick3(packed, top, cap: tl.constexpr, l0: tl.constexpr, l1: tl.constexpr,
+           l2: tl.constexpr):
+    """The largest of the levels whose count is at most cap, else top."""
+    top = tl.where((packed & 2097151) <= cap, l0, top)
+    top = tl.where(((packed >> 21) & 2097151) <= cap, l1, top)
+    return tl.where(((packed >> 42) & 2097151) <= cap, l2, top)
+
+
+@triton.jit
+def _resolve(v, ids, live, n_c, lim, m0, s_all, k, top_p, min_p, u_s, u_a, u_r, xd, inside,
+             has_d, q_x, acc, tok_s, tok_r, q_ptr, qid_ptr, Q, b, j, K, R: tl.constexpr,
+             VERIFY: tl.constexpr, Q_MODE: tl.constexpr, BLOCK_Q: tl.constexpr):
+    """Filters and draws of one row from an id-ordered candidate list (v, ids; `live` marks
+    the n_c real entries) that holds every token with x > lim. Returns (ok, token from p,
+    acceptance of the draft, token from the residual); ok is false when the k-th value, the
+    top-p crossing or the min-p cut may lie at or below lim (then nothing else is valid).
+
+    Complete rows (nothing outside the list, or only tokens whose weight exp(x - M) is 0 in
+    float32, which never change a draw) resolve whatever the filters."""
+    tiny = 1.1754943508222875e-38
+    rr = tl.arange(0, R)
+    complete = (m0 - lim) > 110.0
+    ok = n_c <= R
+    x_lo = float("-inf")
+    vs = tl.sort(v, 0, descending=True)
+    if k > 0:
+        if k <= n_c:
+            x_lo = tl.max(tl.where(rr == k - 1, vs, float("-inf")), 0)
+        else:
+            ok = ok & complete
+    kept0 = live & (v > float("-inf")) & (v >= x_lo)
+    s_a = s_all
+    if x_lo > float("-inf"):
+        s_a = tl.sum(tl.where(kept0, _exp(v - m0), 0.0), 0)
+    s_c = tl.maximum(s_a, tiny)
+    pthr = 0.0
+    if top_p < 1:
+        ps = tl.sort(tl.where(kept0, _div(_exp(v - m0), s_c), 0.0), 0, descending=True)
+        csum = tl.cumsum(ps, 0)
+        n_k = tl.sum(kept0.to(tl.int32), 0)
+        below = tl.sum(((rr < n_k) & (csum < top_p)).to(tl.int32), 0)
+        if below >= n_k:
+            ok = ok & complete
+        c_idx = tl.minimum(below, n_k - 1)
+        pthr = tl.max(tl.where(rr == c_idx, ps, 0.0), 0)
+    ok = ok & (complete | (_keep(lim, x_lo, m0, s_c, pthr, min_p) == 0))
+    if ok:
+        w = tl.where(live & _keep(v, x_lo, m0, s_c, pthr, min_p), _exp(v - m0), 0.0)
+        w_tot = tl.sum(w, 0)
+        wc = tl.maximum(w_tot, tiny)
+        tok_s = _pick_vec(w, ids, u_s * w_tot, R)
+        if VERIFY:
+            p_x = tl.where(inside, _div(tl.sum(tl.where(ids == xd, w, 0.0), 0), wc), 0.0)
+            acc = has_d & (u_a * q_x < p_x)
+            if Q_MODE == 0:
+                qv = (ids == xd).to(tl.float32)
+            else:
+                qv = _draft_q(q_ptr, qid_ptr, Q, b, j, K, ids, live, Q_MODE, BLOCK_Q)
+            r = tl.maximum(_div(w, wc) - qv, 0.0)
+            r_tot = tl.sum(r, 0)
+            tok_r = tl.where(r_tot > 0, _pick_vec(r, ids, u_r * r_tot, R),
+                             _pick_vec(w, ids, u_r * w_tot, R))
+    return ok, tok_s, acc, tok_r
+
+
+@triton.jit
 def _finish_kernel(logits_ptr, row_stride, V, K, K1, T, temp_ptr,
                    gmask_ptr, g_sb, g_sj, hasg_ptr, bits_ptr, pval_ptr, W,
                    topk_ptr, topp_ptr, minp_ptr, seed_ptr, pos_ptr,
                    draft_ptr, ndraft_ptr, q_ptr, qid_ptr, Q,
                    tmax_ptr, tsum_ptr, targ_ptr, tcnt_ptr, tbnd_ptr, cval_ptr, cid_ptr,
-                   sv_ptr, tokens_ptr, acc_ptr, toks_ptr, tokr_ptr, path_ptr,
+                   sv_ptr, sv2_ptr, tokens_ptr, acc_ptr, toks_ptr, tokr_ptr, path_ptr,
                    T_PAD: tl.constexpr, C: tl.constexpr, CMAX: tl.constexpr,
+                   CMAX2: tl.constexpr,
                    BLOCK_V: tl.constexpr, HAS_FILTER: tl.constexpr, VERIFY: tl.constexpr,
                    Q_MODE: tl.constexpr, BLOCK_Q: tl.constexpr, HAS_ND: tl.constexpr,
                    HAS_GRAMMAR: tl.constexpr, HAS_PATCH: tl.constexpr):
@@ -521,7 +599,8 @@ def _finish_kernel(logits_ptr, row_stride, V, K, K1, T, temp_ptr,
       bisection and full passes over the row in this program.
     `sample` writes the token; `verify` writes per row the acceptance of its draft and the
     tokens drawn from p (SAMPLE stream) and from the residual (RESIDUAL stream), which
-    `_combine_kernel` chains. `path`: 0 greedy, 1 candidates, 2 tiles, 3 slow."""
+    `_combine_kernel` chains. `path`: 0 greedy, 1 candidates, 2 tiles, 3 slow (bisection),
+    4 second chance (two passes over the row collect up to CMAX2 tokens)."""
     n = tl.program_id(0)
     b = n // K1
     j = n % K1
@@ -606,50 +685,11 @@ def _finish_kernel(logits_ptr, row_stride, V, K, K1, T, temp_ptr,
             v = tl.where(live, (pair & 0xFFFFFFFF).to(tl.int32).to(tl.float32, bitcast=True),
                          float("-inf"))
             ids = tl.where(live, ids, 0)
-            # every token not among them has x <= lim: complete when that is nothing, or
-            # only tokens whose weight exp(x - M) is 0 in float32 (they never change a draw)
-            complete = (m0 - lim) > 110.0
-            ok = n_c <= CMAX
-            vs = tl.sort(v, 0, descending=True)
-            if k > 0:
-                if k <= n_c:
-                    x_lo = tl.max(tl.where(rr == k - 1, vs, float("-inf")), 0)
-                else:
-                    ok = ok & complete
-            kept0 = live & (v > float("-inf")) & (v >= x_lo)
-            s_a = s_all
-            if x_lo > float("-inf"):
-                s_a = tl.sum(tl.where(kept0, _exp(v - m0), 0.0), 0)
-            s_c = tl.maximum(s_a, tiny)
-            if top_p < 1:
-                ps = tl.sort(tl.where(kept0, _div(_exp(v - m0), s_c), 0.0), 0, descending=True)
-                csum = tl.cumsum(ps, 0)
-                n_k = tl.sum(kept0.to(tl.int32), 0)
-                below = tl.sum(((rr < n_k) & (csum < top_p)).to(tl.int32), 0)
-                if below >= n_k:
-                    ok = ok & complete
-                c_idx = tl.minimum(below, n_k - 1)
-                pthr = tl.max(tl.where(rr == c_idx, ps, 0.0), 0)
-            minp = min_p
-            ok = ok & (complete | (_keep(lim, x_lo, m0, s_c, pthr, minp) == 0))
-            if ok:
-                w = tl.where(live & _keep(v, x_lo, m0, s_c, pthr, minp), _exp(v - m0), 0.0)
-                w_tot = tl.sum(w, 0)
-                wc = tl.maximum(w_tot, tiny)
-                tok_s = _pick_vec(w, ids, u_s * w_tot, CMAX)
-                if VERIFY:
-                    p_x = tl.where(inside, _div(tl.sum(tl.where(ids == xd, w, 0.0), 0), wc),
-                                   0.0)
-                    acc = has_d & (u_a * q_x < p_x)
-                    if Q_MODE == 0:
-                        qv = (ids == xd).to(tl.float32)
-                    else:
-                        qv = _draft_q(q_ptr, qid_ptr, Q, b, j, K, ids, live, Q_MODE, BLOCK_Q)
-                    r = tl.maximum(_div(w, wc) - qv, 0.0)
-                    r_tot = tl.sum(r, 0)
-                    tok_r = tl.where(r_tot > 0, _pick_vec(r, ids, u_r * r_tot, CMAX),
-                                     _pick_vec(w, ids, u_r * w_tot, CMAX))
-            else:
+            ok, tok_s, acc, tok_r = _resolve(
+                v, ids, live, n_c, lim, m0, s_all, k, top_p, min_p, u_s, u_a, u_r, xd, inside,
+                has_d, q_x, acc, tok_s, tok_r, q_ptr, qid_ptr, Q, b, j, K, CMAX, VERIFY, Q_MODE,
+                BLOCK_Q)
+            if ok == 0:
                 slow = j >= 0
     if (temp_raw != 0) & (filtered == 0):
         path = 2
@@ -678,6 +718,61 @@ def _finish_kernel(logits_ptr, row_stride, V, K, K1, T, temp_ptr,
                                      HAS_GRAMMAR, HAS_PATCH)
                 else:
                     slow = j >= 0
+    if slow & filtered:
+        # Second chance, two passes over the row in this program: counts at twelve gap
+        # levels below M, then every token above the widest level holding at most CMAX2 is
+        # collected (in id order) and resolved like the candidates.
+        ar = tl.arange(0, BLOCK_V)
+        c0 = tl.full((), 0, tl.int64)
+        c1 = tl.full((), 0, tl.int64)
+        c2 = tl.full((), 0, tl.int64)
+        c3 = tl.full((), 0, tl.int64)
+        for t in range(T):
+            x = _processed(logits_ptr, n, b, j, t * BLOCK_V + ar, V, row_stride, temp,
+                           gmask_ptr, g_sb, g_sj, has_g, bits_ptr, pval_ptr, W,
+                           HAS_GRAMMAR, HAS_PATCH)
+            fin = x > float("-inf")
+            gb = _gap_bin(m0 - x, 64)
+            c0 += _count3(fin, gb, 15, 19, 23)
+            c1 += _count3(fin, gb, 25, 27, 29)
+            c2 += _count3(fin, gb, 31, 33, 35)
+            c3 += _count3(fin, gb, 39, 47, 63)
+        lvl = _pick3(c0, -1, CMAX2, 15, 19, 23)
+        lvl = _pick3(c1, lvl, CMAX2, 25, 27, 29)
+        lvl = _pick3(c2, lvl, CMAX2, 31, 33, 35)
+        lvl = _pick3(c3, lvl, CMAX2, 39, 47, 63)
+        if lvl >= 0:
+            got = 0
+            bound = float("-inf")
+            base2 = sv2_ptr + n.to(tl.int64) * CMAX2
+            for t in range(T):
+                offs = t * BLOCK_V + ar
+                x = _processed(logits_ptr, n, b, j, offs, V, row_stride, temp, gmask_ptr, g_sb,
+                               g_sj, has_g, bits_ptr, pval_ptr, W, HAS_GRAMMAR, HAS_PATCH)
+                sel = (x > float("-inf")) & (_gap_bin(m0 - x, 64) <= lvl)
+                pos = got + tl.cumsum(sel.to(tl.int32), 0) - 1
+                pair = (offs.to(tl.int64) << 32) | (x.to(tl.int32, bitcast=True).to(tl.int64)
+                                                    & 0xFFFFFFFF)
+                tl.store(base2 + pos, pair, mask=sel & (pos < CMAX2))
+                got += tl.sum(sel.to(tl.int32), 0)
+                bound = tl.maximum(bound, tl.max(tl.where(sel, float("-inf"), x), 0))
+            tl.debug_barrier()
+            r2 = tl.arange(0, CMAX2)
+            live2 = r2 < got
+            pair = tl.load(base2 + r2, mask=live2, other=0)
+            ids2 = tl.where(live2, (pair >> 32).to(tl.int32), 0)
+            v2 = tl.where(live2, (pair & 0xFFFFFFFF).to(tl.int32).to(tl.float32, bitcast=True),
+                          float("-inf"))
+            ok2, ts2, acc2, tr2 = _resolve(
+                v2, ids2, live2, got, bound, m0, s_all, k, top_p, min_p, u_s, u_a, u_r, xd,
+                inside, has_d, q_x, acc, tok_s, tok_r, q_ptr, qid_ptr, Q, b, j, K, CMAX2,
+                VERIFY, Q_MODE, BLOCK_Q)
+            if ok2:
+                tok_s = ts2
+                acc = acc2
+                tok_r = tr2
+                slow = j < 0
+                path = 4
     if slow:
         path = 3
         if filtered:
