@@ -750,10 +750,10 @@ def _finish_kernel(logits_ptr, row_stride, V, K, K1, T, temp_ptr,
                 x = _processed(logits_ptr, n, b, j, offs, V, row_stride, temp, gmask_ptr, g_sb,
                                g_sj, has_g, bits_ptr, pval_ptr, W, HAS_GRAMMAR, HAS_PATCH)
                 sel = (x > float("-inf")) & (_gap_bin(m0 - x, 64) <= lvl)
-                pos = got + tl.cumsum(sel.to(tl.int32), 0) - 1
+                slot2 = got + tl.cumsum(sel.to(tl.int32), 0) - 1
                 pair = (offs.to(tl.int64) << 32) | (x.to(tl.int32, bitcast=True).to(tl.int64)
                                                     & 0xFFFFFFFF)
-                tl.store(base2 + pos, pair, mask=sel & (pos < CMAX2))
+                tl.store(base2 + slot2, pair, mask=sel & (slot2 < CMAX2))
                 got += tl.sum(sel.to(tl.int32), 0)
                 bound = tl.maximum(bound, tl.max(tl.where(sel, float("-inf"), x), 0))
             tl.debug_barrier()
