@@ -159,7 +159,9 @@ def _run(logits: torch.Tensor, drafts: torch.Tensor, batch: SamplingBatch,
         sv = torch.empty(n, CMAX, dtype=torch.int64, device=dev)
         sv2 = torch.empty(n, CMAX2, dtype=torch.int64, device=dev)
     else:
-        tcnt = tbnd = cval = cid = sv = sv2 = tmax
+        tcnt = cid = targ
+        tbnd = cval = tmax
+        sv = sv2 = torch.empty(1, dtype=torch.int64, device=dev)
     tk._tile_kernel[(n, tiles)](*proc_args, *filt, tmax, tsum, targ, tcnt, tbnd, cval, cid,
                                 T_PAD=t_pad, C=C, BLOCK_V=bv, HAS_CAND=has_filter, **common,
                                 num_warps=TILE_WARPS, **OPTS)

@@ -495,8 +495,9 @@ def _q_at(q_ptr, qid_ptr, Q, b, j, K, xd, inside, Q_MODE: tl.constexpr,
         return 1.0
     lane = tl.arange(0, 2)
     offs = tl.where(lane == 0, xd, -1)
-    return tl.sum(_draft_q(q_ptr, qid_ptr, Q, b, j, K, offs, (lane == 0) & inside, Q_MODE,
-                           BLOCK_Q), 0)
+    # row K (the bonus position) has no draft law: clamp j so nothing is read past q's end
+    return tl.sum(_draft_q(q_ptr, qid_ptr, Q, b, tl.minimum(j, K - 1), K, offs,
+                           (lane == 0) & inside, Q_MODE, BLOCK_Q), 0)
 
 
 @triton.jit
@@ -565,8 +566,9 @@ def _resolve(v, ids, live, n_c, lim, m0, s_all, k, top_p, min_p, u_s, u_a, u_r, 
             acc = has_d & (u_a * q_x < p_x)
             if Q_MODE == 0:
                 qv = (ids == xd).to(tl.float32)
-            else:
-                qv = _draft_q(q_ptr, qid_ptr, Q, b, j, K, ids, live, Q_MODE, BLOCK_Q)
+            else:  # (row K has no draft law: clamp j so nothing is read past q's end)
+                qv = _draft_q(q_ptr, qid_ptr, Q, b, tl.minimum(j, K - 1), K, ids,
+                              live & has_d, Q_MODE, BLOCK_Q)
             r = tl.maximum(_div(w, wc) - qv, 0.0)
             r_tot = tl.sum(r, 0)
             tok_r = tl.where(r_tot > 0, _pick_vec(r, ids, u_r * r_tot, R),
@@ -718,61 +720,62 @@ def _finish_kernel(logits_ptr, row_stride, V, K, K1, T, temp_ptr,
                                      HAS_GRAMMAR, HAS_PATCH)
                 else:
                     slow = j >= 0
-    if slow & filtered:
-        # Second chance, two passes over the row in this program: counts at twelve gap
-        # levels below M, then every token above the widest level holding at most CMAX2 is
-        # collected (in id order) and resolved like the candidates.
-        ar = tl.arange(0, BLOCK_V)
-        c0 = tl.full((), 0, tl.int64)
-        c1 = tl.full((), 0, tl.int64)
-        c2 = tl.full((), 0, tl.int64)
-        c3 = tl.full((), 0, tl.int64)
-        for t in range(T):
-            x = _processed(logits_ptr, n, b, j, t * BLOCK_V + ar, V, row_stride, temp,
-                           gmask_ptr, g_sb, g_sj, has_g, bits_ptr, pval_ptr, W,
-                           HAS_GRAMMAR, HAS_PATCH)
-            fin = x > float("-inf")
-            gb = _gap_bin(m0 - x, 64)
-            c0 += _count3(fin, gb, 15, 19, 23)
-            c1 += _count3(fin, gb, 25, 27, 29)
-            c2 += _count3(fin, gb, 31, 33, 35)
-            c3 += _count3(fin, gb, 39, 47, 63)
-        lvl = _pick3(c0, -1, CMAX2, 15, 19, 23)
-        lvl = _pick3(c1, lvl, CMAX2, 25, 27, 29)
-        lvl = _pick3(c2, lvl, CMAX2, 31, 33, 35)
-        lvl = _pick3(c3, lvl, CMAX2, 39, 47, 63)
-        if lvl >= 0:
-            got = 0
-            bound = float("-inf")
-            base2 = sv2_ptr + n.to(tl.int64) * CMAX2
+    if HAS_FILTER:  # noqa: SIM102 - a constexpr branch around a runtime one
+        if slow & filtered:
+            # Second chance, two passes over the row in this program: counts at twelve gap
+            # levels below M, then every token above the widest level holding at most CMAX2 is
+            # collected (in id order) and resolved like the candidates.
+            ar = tl.arange(0, BLOCK_V)
+            c0 = tl.full((), 0, tl.int64)
+            c1 = tl.full((), 0, tl.int64)
+            c2 = tl.full((), 0, tl.int64)
+            c3 = tl.full((), 0, tl.int64)
             for t in range(T):
-                offs = t * BLOCK_V + ar
-                x = _processed(logits_ptr, n, b, j, offs, V, row_stride, temp, gmask_ptr, g_sb,
-                               g_sj, has_g, bits_ptr, pval_ptr, W, HAS_GRAMMAR, HAS_PATCH)
-                sel = (x > float("-inf")) & (_gap_bin(m0 - x, 64) <= lvl)
-                slot2 = got + tl.cumsum(sel.to(tl.int32), 0) - 1
-                pair = (offs.to(tl.int64) << 32) | (x.to(tl.int32, bitcast=True).to(tl.int64)
-                                                    & 0xFFFFFFFF)
-                tl.store(base2 + slot2, pair, mask=sel & (slot2 < CMAX2))
-                got += tl.sum(sel.to(tl.int32), 0)
-                bound = tl.maximum(bound, tl.max(tl.where(sel, float("-inf"), x), 0))
-            tl.debug_barrier()
-            r2 = tl.arange(0, CMAX2)
-            live2 = r2 < got
-            pair = tl.load(base2 + r2, mask=live2, other=0)
-            ids2 = tl.where(live2, (pair >> 32).to(tl.int32), 0)
-            v2 = tl.where(live2, (pair & 0xFFFFFFFF).to(tl.int32).to(tl.float32, bitcast=True),
-                          float("-inf"))
-            ok2, ts2, acc2, tr2 = _resolve(
-                v2, ids2, live2, got, bound, m0, s_all, k, top_p, min_p, u_s, u_a, u_r, xd,
-                inside, has_d, q_x, acc, tok_s, tok_r, q_ptr, qid_ptr, Q, b, j, K, CMAX2,
-                VERIFY, Q_MODE, BLOCK_Q)
-            if ok2:
-                tok_s = ts2
-                acc = acc2
-                tok_r = tr2
-                slow = j < 0
-                path = 4
+                x = _processed(logits_ptr, n, b, j, t * BLOCK_V + ar, V, row_stride, temp,
+                               gmask_ptr, g_sb, g_sj, has_g, bits_ptr, pval_ptr, W,
+                               HAS_GRAMMAR, HAS_PATCH)
+                fin = x > float("-inf")
+                gb = _gap_bin(m0 - x, 64)
+                c0 += _count3(fin, gb, 15, 19, 23)
+                c1 += _count3(fin, gb, 25, 27, 29)
+                c2 += _count3(fin, gb, 31, 33, 35)
+                c3 += _count3(fin, gb, 39, 47, 63)
+            lvl = _pick3(c0, -1, CMAX2, 15, 19, 23)
+            lvl = _pick3(c1, lvl, CMAX2, 25, 27, 29)
+            lvl = _pick3(c2, lvl, CMAX2, 31, 33, 35)
+            lvl = _pick3(c3, lvl, CMAX2, 39, 47, 63)
+            if lvl >= 0:
+                got = 0
+                bound = float("-inf")
+                base2 = sv2_ptr + n.to(tl.int64) * CMAX2
+                for t in range(T):
+                    offs = t * BLOCK_V + ar
+                    x = _processed(logits_ptr, n, b, j, offs, V, row_stride, temp, gmask_ptr, g_sb,
+                                   g_sj, has_g, bits_ptr, pval_ptr, W, HAS_GRAMMAR, HAS_PATCH)
+                    sel = (x > float("-inf")) & (_gap_bin(m0 - x, 64) <= lvl)
+                    slot2 = got + tl.cumsum(sel.to(tl.int32), 0) - 1
+                    pair = (offs.to(tl.int64) << 32) | (x.to(tl.int32, bitcast=True).to(tl.int64)
+                                                        & 0xFFFFFFFF)
+                    tl.store(base2 + slot2, pair, mask=sel & (slot2 < CMAX2))
+                    got += tl.sum(sel.to(tl.int32), 0)
+                    bound = tl.maximum(bound, tl.max(tl.where(sel, float("-inf"), x), 0))
+                tl.debug_barrier()
+                r2 = tl.arange(0, CMAX2)
+                live2 = r2 < got
+                pair = tl.load(base2 + r2, mask=live2, other=0)
+                ids2 = tl.where(live2, (pair >> 32).to(tl.int32), 0)
+                v2 = tl.where(live2, (pair & 0xFFFFFFFF).to(tl.int32).to(tl.float32, bitcast=True),
+                              float("-inf"))
+                ok2, ts2, acc2, tr2 = _resolve(
+                    v2, ids2, live2, got, bound, m0, s_all, k, top_p, min_p, u_s, u_a, u_r, xd,
+                    inside, has_d, q_x, acc, tok_s, tok_r, q_ptr, qid_ptr, Q, b, j, K, CMAX2,
+                    VERIFY, Q_MODE, BLOCK_Q)
+                if ok2:
+                    tok_s = ts2
+                    acc = acc2
+                    tok_r = tr2
+                    slow = j < 0
+                    path = 4
     if slow:
         path = 3
         if filtered:

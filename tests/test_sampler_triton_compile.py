@@ -1,0 +1,122 @@
+"""The Triton kernels compile for the GPU (sm_90, Hopper) on a machine without one.
+
+The CPU interpreter runs the kernels' semantics but not Triton's compiler, which rejects
+programs the interpreter accepts (a loop-carried variable changing type, a shift on a
+float dummy pointer): both reached the GPU machine once. This test records the launches
+`triton_backend` makes for real batches (sample and verify, every draft-law mode, with and
+without filters, penalties and grammar; fp32 and bf16 logits), then compiles each recorded
+(kernel, argument types, constexprs) with `triton.compile` for sm_90, frontend through
+ptxas. Run in a subprocess so TRITON_INTERPRET stays unset there.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def record_and_compile() -> list[str]:
+    import inspect
+
+    import torch
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    from sampler import SamplingBatch, SamplingParams
+    from sampler import triton_backend as tri
+    from sampler import triton_kernels as tk
+    from tests.test_sampler_triton import make_batch
+
+    calls: dict[tuple, tuple] = {}
+
+    class Recorder:
+        def __init__(self, kernel) -> None:
+            self.kernel = kernel
+
+        def __getitem__(self, grid):
+            def launch(*args, **kwargs):
+                names = list(inspect.signature(self.kernel.fn).parameters)
+                sig, consts = {}, {}
+                for name, value in zip(names, args):
+                    sig[name] = _type_of(value)
+                for name, value in kwargs.items():
+                    if name in names:
+                        sig[name] = "constexpr"
+                        consts[(names.index(name),)] = value
+                for name in names:
+                    if name not in sig:  # a constexpr left at its default
+                        default = inspect.signature(self.kernel.fn).parameters[name].default
+                        sig[name] = "constexpr"
+                        consts[(names.index(name),)] = default
+                key = (self.kernel.fn.__name__, tuple(sig.items()), tuple(sorted(consts.items())))
+                calls[key] = (self.kernel, sig, consts)
+            return launch
+
+    def _type_of(value) -> str:
+        if isinstance(value, torch.Tensor):
+            return "*" + {torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16",
+                          torch.int64: "i64", torch.int32: "i32", torch.bool: "i1"}[value.dtype]
+        if isinstance(value, bool):
+            return "i1"
+        if isinstance(value, int):
+            return "i32" if -2**31 <= value < 2**31 else "i64"
+        return "fp32"
+
+    kernels = ("_patch_kernel", "_tile_kernel", "_finish_kernel", "_combine_kernel")
+    saved = {name: getattr(tk, name) for name in kernels}
+    for name in kernels:
+        setattr(tk, name, Recorder(saved[name]))
+    try:
+        vocab, k = 1000, 3
+        g = torch.Generator().manual_seed(0)
+        greedy = SamplingBatch.from_requests([SamplingParams(temperature=0)] * 2, [[]] * 2,
+                                             [[]] * 2, vocab)
+        nd = torch.tensor([k, 1, 0, k, k, 2, k, k])
+        for dtype in (torch.float32, torch.bfloat16):
+            logits = (torch.randn(8, k + 1, vocab, generator=g) * 4).to(dtype)
+            drafts = logits[:, :k].argmax(-1)
+            tri._run(logits[:, :1], drafts[:, :0], make_batch(vocab, 1, 1), None, None)
+            tri._run(logits, drafts, make_batch(vocab, k + 1, 2), None, nd)
+            if dtype == torch.bfloat16:
+                continue
+            tri._run(logits[:2, :1], drafts[:2, :0], greedy, None, None)
+            tri._run(logits[:2], drafts[:2], greedy, None, None)
+            q = torch.softmax(torch.randn(8, k, vocab, generator=g), -1)
+            sparse = (torch.randint(0, vocab, (8, k, 4), generator=g), torch.rand(8, k, 4))
+            tri._run(logits, drafts, make_batch(vocab, k + 1, 2), None, None)
+            tri._run(logits, drafts, make_batch(vocab, k + 1, 2), q, nd)
+            tri._run(logits, drafts, make_batch(vocab, k + 1, 2), sparse, nd)
+    finally:
+        for name, kernel in saved.items():
+            setattr(tk, name, kernel)
+    target = GPUTarget("cuda", 90, 32)
+    done = []
+    for (name, _, _), (kernel, sig, consts) in calls.items():
+        triton.compile(ASTSource(kernel, sig, consts), target=target, options=dict(tri.OPTS))
+        done.append(name)
+    return done
+
+
+def test_every_launch_compiles_for_sm90(tmp_path: Path) -> None:
+    """Property: each (kernel, argument types, constexprs) the backend launches for the
+    recorded batches compiles for an H100/H200 (the four kernels, both logit dtypes)."""
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["PYTHONPATH"] = str(ROOT)
+    env["TRITON_CACHE_DIR"] = str(tmp_path)  # compile for real, not from an earlier cache
+    proc = subprocess.run([sys.executable, __file__], env=env, cwd=ROOT, capture_output=True,
+                          text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    done = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert {"_patch_kernel", "_tile_kernel", "_finish_kernel", "_combine_kernel"} <= set(done)
+    assert len(done) >= 10, done
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(ROOT))
+    print(json.dumps(record_and_compile()))
