@@ -2,18 +2,21 @@
 
 Same API and results as `sampler.torch_backend` (token for token for seeded requests, up to
 float32 rounding ties: sums are taken in a different order). Launch sequence per call, every
-kernel gridded over rows (N = B * (K+1)) or (rows, vocabulary tiles):
+kernel gridded over rows (N = B * (K+1)), (rows, vocabulary tiles) or requests:
 
-1. `_patch_kernel` (only when some row has penalties, bias or earlier drafts): the sparse
-   history/bias/draft ids -> a bit per token and codes at those ids (no dense count tensor).
-2. `_tile_kernel` (N, T): reads the logits once; per tile max, sum exp, argmax, C candidates.
-3. `_row_kernel` (N): merges tiles (hierarchical top-k); exact top-k/top-p thresholds from the
-   candidates when provably exact, else flags the row.
-4. `_search_kernel` (N, returns at once for unflagged rows): exact bisection over the row.
-5. `_mass_kernel` (N, T; rows with a filter): kept mass per tile.
-6. verify only: `_accept_kernel` (B) the rejection chain, `_residual_kernel` (B, T) residual
-   tile masses at the first rejection.
-7. `_pick_kernel` (B): one uniform per row: a tile by cumulative mass, then the token in it.
+1. `_patch_kernel` (N; only when some row has penalties, bias or earlier drafts), after a
+   memset of a bit per token: at the ids the history, bias and drafts touch (never the
+   whole vocabulary) the penalised, biased logit, so a tile reads one bit per token.
+2. `_tile_kernel` (N, T): the one full read of the logits. Per tile: max, sum exp, argmax;
+   for rows with top-k/top-p/min-p up to C candidates chosen by counts at log-spaced gaps
+   below the tile max, with a bound above which the tile's tokens are all candidates.
+3. `_finish_kernel` (N): everything after the read. Merges the tiles; greedy rows take the
+   argmax; unfiltered rows draw a tile by mass and the token inside it (one tile re-read);
+   filtered rows resolve top-k/top-p/min-p exactly from the candidates when the bounds
+   prove it, and draw among them; otherwise (flat rows) a second chance collects up to
+   CMAX2 tokens in two passes over the row, and last an exact bisection. Verify rows also
+   test their draft and draw the residual token.
+4. verify only: `_combine_kernel` (B) chains the acceptances and picks the emitted token.
 
 No host sync, no data-dependent shapes: safe inside a CUDA graph. Host-side flags of the
 batch (`any_penalty`, `max_top_k`, ...) select constexpr variants. Logprobs, when requested,
