@@ -80,7 +80,7 @@ def slow_kinds(rows: int, vocab: int) -> None:
     drafts = logits[:, :K].argmax(-1)
     vb = make_batch(rows, vocab, K + 1, "cuda")
     path = tri._run(logits, drafts, vb, None, None).path.view(rows, K + 1).cpu()
-    slow = [(r, r % 5, j) for r in range(rows) for j in range(K + 1) if path[r, j] == 3]
+    slow = [(r, (r + 4) % 5, j) for r in range(rows) for j in range(K + 1) if path[r, j] == 3]
     print(f"slow verify rows B={rows} V={vocab} (row, kind, j): {slow[:24]}", flush=True)
 
 
