@@ -148,7 +148,10 @@ class DraftWorker:
     def __init__(self, draft: Draft, runner: ModelRunner | None):
         self.draft, self.runner = draft, runner
         self.seqs: dict[int, list[int]] = {}  # slot -> tokens committed
-        self.cached: dict[int, list[int]] = {}  # slot -> tokens in the draft's KV cache
+        # slot -> (n, tail): the draft's KV cache holds seqs[slot][:n] + tail (tail = the
+        # drafted tokens not yet committed), so a step compares only the tail, never the
+        # whole sequence
+        self.cached: dict[int, tuple[int, list[int]]] = {}
 
     def propose(self, items: Sequence[ProposeItem]) -> list[tuple[int, ...]]:
         for it in items:
@@ -178,7 +181,7 @@ class DraftWorker:
             tokens.append(step[:, -1].argmax(-1))
         drafted = torch.stack(tokens, 1).tolist()
         for s, row in zip(slots, drafted):
-            self.cached[s] = self.seqs[s] + row[:k - 1]
+            self.cached[s] = (len(self.seqs[s]), row[:k - 1])
         return {it.slot: tuple(row[:it.k]) for it, row in zip(items, drafted)}
 
     def _catch_up(self, slots: list[int]) -> torch.Tensor:
@@ -189,20 +192,20 @@ class DraftWorker:
         if fresh:
             runner.prefill(fresh, [self.seqs[s][:-1] or self.seqs[s] for s in fresh])
             for s in fresh:
-                self.cached[s] = list(self.seqs[s][:-1] or self.seqs[s])
+                self.cached[s] = (max(len(self.seqs[s]) - 1, 1), [])
         pending = []
         for s in slots:
-            keep = _common_prefix(self.cached[s], self.seqs[s])
-            keep = min(keep, len(self.seqs[s]) - 1)  # always feed at least the last token
+            seq = self.seqs[s]
+            n, tail = self.cached[s]
+            keep = n + _common_prefix(tail, seq[n:n + len(tail)])
+            keep = min(keep, len(seq) - 1)  # always feed at least the last token
             runner.rollback([s], [keep])
-            self.cached[s] = self.seqs[s][:keep]
-            pending.append(self.seqs[s][keep:])
+            pending.append(seq[keep:])
         width = max(len(p) for p in pending)
         logits = runner.forward(slots, [p + [0] * (width - len(p)) for p in pending])
-        lengths = [len(self.cached[s]) + len(p) for s, p in zip(slots, pending)]
-        runner.rollback(slots, lengths)
-        for s, p in zip(slots, pending):
-            self.cached[s] = self.cached[s] + p
+        runner.rollback(slots, [len(self.seqs[s]) for s in slots])
+        for s in slots:
+            self.cached[s] = (len(self.seqs[s]), [])
         idx = torch.tensor([len(p) - 1 for p in pending], device=logits.device)
         return logits[torch.arange(len(slots), device=logits.device), idx]
 
