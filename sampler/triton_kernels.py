@@ -168,6 +168,25 @@ def _patch_value(logits_ptr, n, row_stride, ids, ok, cbase, bbase, pbase, rep, f
 
 
 @triton.jit
+def _patch_ids(phase: tl.constexpr, ids, ok, code, val, logits_ptr, n, row_stride, cbase,
+               bbase, pbase, bits_row, rep, freq, pres, ADD_CODE: tl.constexpr,
+               ADD_BIAS: tl.constexpr):
+    """One phase of `_patch_kernel` at a group of ids: 0 zeroes the count code and bias,
+    1 adds `code` / `val` and sets the token bits (atomics), 2 writes the patched value."""
+    if phase == 0:
+        tl.store(cbase + ids, tl.zeros_like(ids).to(tl.int32), mask=ok)
+        tl.store(bbase + ids, tl.zeros_like(ids).to(tl.float32), mask=ok)
+    elif phase == 1:
+        if ADD_CODE:
+            tl.atomic_add(cbase + ids, code + tl.zeros_like(ids).to(tl.int32), mask=ok)
+        if ADD_BIAS:
+            tl.atomic_add(bbase + ids, val + tl.zeros_like(ids).to(tl.float32), mask=ok)
+        tl.atomic_or(bits_row + ids // 32, (1 << (ids % 32)).to(tl.int32), mask=ok)
+    else:
+        _patch_value(logits_ptr, n, row_stride, ids, ok, cbase, bbase, pbase, rep, freq, pres)
+
+
+@triton.jit
 def _patch_kernel(logits_ptr, row_stride, hist_ids_ptr, hist_cnt_ptr, hist_cap, bias_ids_ptr,
                   bias_val_ptr, bias_cap, draft_ptr, ndraft_ptr, K, K1, rep_ptr, freq_ptr,
                   pres_ptr, bits_ptr, cnt_ptr, bias_ptr, pval_ptr, V, W,
@@ -196,6 +215,7 @@ def _patch_kernel(logits_ptr, row_stride, hist_ids_ptr, hist_cnt_ptr, hist_cap, 
             nd = K
         xd = tl.load(draft_ptr + b * K + kb, mask=kb < K, other=-1)
         xd_ok = (kb < j) & (kb < nd) & (xd >= 0) & (xd < V)
+    bits_row = bits_ptr + n.to(tl.int64) * W
     for phase in tl.static_range(3):
         if HAS_HIST:
             for start in range(0, hist_cap, BLOCK_H):
@@ -203,45 +223,27 @@ def _patch_kernel(logits_ptr, row_stride, hist_ids_ptr, hist_cnt_ptr, hist_cap, 
                 ids = tl.load(hist_ids_ptr + b.to(tl.int64) * hist_cap + h, mask=h < hist_cap,
                               other=-1)
                 ok = (ids >= 0) & (ids < V)
-                if phase == 0:
-                    tl.store(cbase + ids, tl.zeros_like(ids).to(tl.int32), mask=ok)
-                    tl.store(bbase + ids, tl.zeros_like(ids).to(tl.float32), mask=ok)
-                elif phase == 1:
-                    c = tl.load(hist_cnt_ptr + b.to(tl.int64) * hist_cap + h, mask=ok, other=0)
-                    tl.atomic_add(cbase + ids, (c + 1048576).to(tl.int32), mask=ok)
-                    tl.atomic_or(bits_ptr + n.to(tl.int64) * W + ids // 32,
-                                 (1 << (ids % 32)).to(tl.int32), mask=ok)
-                else:
-                    _patch_value(logits_ptr, n, row_stride, ids, ok, cbase, bbase, pbase, rep,
-                                 freq, pres)
+                code = tl.zeros_like(ids).to(tl.int32)
+                if phase == 1:
+                    code = (tl.load(hist_cnt_ptr + b.to(tl.int64) * hist_cap + h, mask=ok,
+                                    other=0) + 1048576).to(tl.int32)
+                _patch_ids(phase, ids, ok, code, 0.0, logits_ptr, n, row_stride, cbase, bbase,
+                           pbase, bits_row, rep, freq, pres, True, False)
         if HAS_BIAS:
             for start in range(0, bias_cap, BLOCK_H):
                 h = start + hb
                 ids = tl.load(bias_ids_ptr + b.to(tl.int64) * bias_cap + h, mask=h < bias_cap,
                               other=-1)
                 ok = (ids >= 0) & (ids < V)
-                if phase == 0:
-                    tl.store(cbase + ids, tl.zeros_like(ids).to(tl.int32), mask=ok)
-                    tl.store(bbase + ids, tl.zeros_like(ids).to(tl.float32), mask=ok)
-                elif phase == 1:
-                    v = tl.load(bias_val_ptr + b.to(tl.int64) * bias_cap + h, mask=ok, other=0.0)
-                    tl.atomic_add(bbase + ids, v, mask=ok)
-                    tl.atomic_or(bits_ptr + n.to(tl.int64) * W + ids // 32,
-                                 (1 << (ids % 32)).to(tl.int32), mask=ok)
-                else:
-                    _patch_value(logits_ptr, n, row_stride, ids, ok, cbase, bbase, pbase, rep,
-                                 freq, pres)
+                val = tl.zeros_like(ids).to(tl.float32)
+                if phase == 1:
+                    val = tl.load(bias_val_ptr + b.to(tl.int64) * bias_cap + h, mask=ok,
+                                  other=0.0)
+                _patch_ids(phase, ids, ok, 0, val, logits_ptr, n, row_stride, cbase, bbase,
+                           pbase, bits_row, rep, freq, pres, False, True)
         if HAS_EXTRA:
-            if phase == 0:
-                tl.store(cbase + xd, tl.zeros_like(xd).to(tl.int32), mask=xd_ok)
-                tl.store(bbase + xd, tl.zeros_like(xd).to(tl.float32), mask=xd_ok)
-            elif phase == 1:
-                tl.atomic_add(cbase + xd, tl.full(xd.shape, 1048577, tl.int32), mask=xd_ok)
-                tl.atomic_or(bits_ptr + n.to(tl.int64) * W + xd // 32,
-                             (1 << (xd % 32)).to(tl.int32), mask=xd_ok)
-            else:
-                _patch_value(logits_ptr, n, row_stride, xd, xd_ok, cbase, bbase, pbase, rep,
-                             freq, pres)
+            _patch_ids(phase, xd, xd_ok, 1048577, 0.0, logits_ptr, n, row_stride, cbase,
+                       bbase, pbase, bits_row, rep, freq, pres, True, False)
         if phase < 2:
             tl.debug_barrier()
 
