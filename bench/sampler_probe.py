@@ -5,7 +5,6 @@ for the benchmark workload which row kinds take the slow path. Measurement only.
 
 from __future__ import annotations
 
-import statistics
 import sys
 from pathlib import Path
 
@@ -41,13 +40,13 @@ def tile_variants(rows: int, vocab: int, bw: float) -> None:
     for name, cand, patch, gram, probe in (
             ("all", True, True, True, 0), ("no-cand", False, True, True, 0),
             ("cand-only", True, False, False, 0), ("cand-nocompact", True, False, False, 1),
-            ("cand-nolevels", True, False, False, 2), ("cand-histogram", True, False, False, 3),
             ("stats-only", False, False, False, 0)):
         def launch(cand=cand, patch=patch, gram=gram, probe=probe):
             return tk._tile_kernel[(n, tiles)](
                 logits, logits.stride(0), vocab, 1, head.temperature, gm, gm.stride(0),
                 gm.stride(1), head.has_grammar, bits, pval, words,
-                head.top_k, head.top_p, head.min_p, *out, T_PAD=t_pad, C=tri.C, BLOCK_V=bv,
+                head.top_k, head.top_p, head.min_p, *out, T_PAD=t_pad, C=tri.C,
+                J=tri.rank_j(bv), BLOCK_V=bv,
                 HAS_GRAMMAR=gram, HAS_PATCH=patch, HAS_CAND=cand, PROBE=probe,
                 num_warps=tri.TILE_WARPS, **tri.OPTS)
         kern = launch()
@@ -84,17 +83,40 @@ def slow_kinds(rows: int, vocab: int) -> None:
     print(f"slow verify rows B={rows} V={vocab} (row, kind, j): {slow[:24]}", flush=True)
 
 
+def finish_warps(vocab: int) -> None:
+    """`sample` and `verify` of the benchmark workload at B = 1 and 64 under finish-kernel
+    warp counts (the row stage's latency)."""
+    g = torch.Generator(device="cuda").manual_seed(1)
+    for rows in (1, 64):
+        logits = torch.randn(rows, K + 1, vocab, device="cuda", generator=g) * 8
+        drafts = logits[:, :K].argmax(-1)
+        sb, vb = make_batch(rows, vocab, 1, "cuda"), make_batch(rows, vocab, K + 1, "cuda")
+        first = logits[:, 0].contiguous()
+        for warps in (4, 8):
+            tri.FINISH_WARPS = warps
+            us_s = timed(lambda f=first, b=sb: tri.sample(f, b), "cuda", 30)
+            us_v = timed(lambda x=logits, d=drafts, b=vb: tri.verify(x, d, b), "cuda", 30)
+            print(f"finish warps={warps} B={rows} V={vocab}: sample {us_s:7.1f} us, "
+                  f"verify {us_v:7.1f} us", flush=True)
+    tri.FINISH_WARPS = 4
+
+
 def main() -> None:
     src = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
     dst = torch.empty_like(src)
     bw = 2 * src.numel() / (timed(lambda: dst.copy_(src), "cuda", 10) * 1e-6)
     print(f"copy {bw / 1e9:.0f} GB/s, C={tri.C} BLOCK_V={tri.block_v(32000)} "
           f"warps={tri.TILE_WARPS}")
+    parts = sys.argv[1].split(",") if len(sys.argv) > 1 else ["tile", "path", "slow"]
     for vocab in (32000, 262144):
-        tile_variants(256, vocab, bw)
-        one_path(256, vocab, bw)
-        slow_kinds(64, vocab)
-    print(statistics.mean([1.0]))
+        if "tile" in parts:
+            tile_variants(256, vocab, bw)
+        if "path" in parts:
+            one_path(256, vocab, bw)
+        if "slow" in parts:
+            slow_kinds(64, vocab)
+        if "warps" in parts:
+            finish_warps(vocab)
 
 
 if __name__ == "__main__":

@@ -39,6 +39,7 @@ from sampler.torch_backend import DraftProbs, _expand_positions
 
 C = int(os.environ.get("SONICSPEC_C", "32"))  # candidates per tile
 TILE_WARPS = int(os.environ.get("SONICSPEC_TILE_WARPS", "4"))
+FINISH_WARPS = int(os.environ.get("SONICSPEC_FINISH_WARPS", "4"))
 CMAX = 128  # candidates per row kept for the exact filters
 CMAX2 = 512  # tokens per row the second chance collects
 BLOCK_Q = 8
@@ -55,6 +56,13 @@ def block_v(vocab: int) -> int:
     if os.environ.get("TRITON_INTERPRET") == "1":
         return 256 if vocab > 256 else 64
     return 2048
+
+
+def rank_j(bv: int) -> int:
+    """The tile threshold is the (J+1)-th largest of its BLOCK_V / 32 row maxima: about J
+    tokens lie above it (at most C fit; tiles of at most C tokens take every token)."""
+    rows = bv // 32
+    return rows if bv <= C else min(C // 2, max(1, rows // 4))
 
 
 def sample(logits: torch.Tensor, batch: SamplingBatch) -> SampleOutput:
@@ -131,8 +139,13 @@ def _run(logits: torch.Tensor, drafts: torch.Tensor, batch: SamplingBatch,
         gmask, g_sb, g_sj = head.has_grammar, 0, 0
     has_extra = k > 0 and head.any_penalty
     has_patch = head.any_penalty or head.any_bias
+    has_filter = head.max_top_k > 0 or head.any_top_p or head.any_min_p
+    # one memset for the token bits of the patch and the tiles' atomic slot counters
+    n_bits = n * words if has_patch else 0
+    zeroed = torch.zeros(n_bits + (n * t_pad if has_filter else 0), dtype=torch.int32,
+                         device=dev)
     if has_patch:
-        bits = torch.zeros(n, words, dtype=torch.int32, device=dev)
+        bits = zeroed[:n_bits].view(n, words)
         cnt = torch.empty(n, vocab, dtype=torch.int32, device=dev)
         bias = torch.empty(n, vocab, **f32)
         pval = torch.empty(n, vocab, **f32)
@@ -143,10 +156,11 @@ def _run(logits: torch.Tensor, drafts: torch.Tensor, batch: SamplingBatch,
             bias_values, bias_ids.shape[1], drafts, n_draft, k, k1, head.repetition_penalty,
             head.frequency_penalty, head.presence_penalty, bits, cnt, bias, pval, vocab, words,
             HAS_HIST=head.any_penalty, HAS_BIAS=head.any_bias, HAS_EXTRA=has_extra,
-            HAS_ND=has_nd, BLOCK_H=64, BLOCK_K=tk.next_pow2(k), **OPTS)
+            HAS_ND=has_nd, BLOCK_H=min(1024, tk.next_pow2(hist_ids.shape[1])),
+            BLOCK_B=min(1024, tk.next_pow2(bias_ids.shape[1])), BLOCK_K=tk.next_pow2(k),
+            **OPTS)
     else:
         bits = pval = torch.empty(1, dtype=torch.int32, device=dev)
-    has_filter = head.max_top_k > 0 or head.any_top_p or head.any_min_p
     common = dict(HAS_GRAMMAR=has_grammar, HAS_PATCH=has_patch)
     proc_args = (logits, logits.stride(1), vocab, k1, head.temperature,
                  gmask, g_sb, g_sj, head.has_grammar, bits, pval, words)
@@ -155,7 +169,7 @@ def _run(logits: torch.Tensor, drafts: torch.Tensor, batch: SamplingBatch,
     tsum = torch.empty(n, t_pad, **f32)
     targ = torch.empty(n, t_pad, dtype=torch.int32, device=dev)
     if has_filter:
-        tcnt = torch.zeros(n, t_pad, dtype=torch.int32, device=dev)  # atomic slot counters
+        tcnt = zeroed[n_bits:].view(n, t_pad)  # atomic slot counters
         tbnd = torch.empty(n, t_pad, **f32)
         cval = torch.empty(n, t_pad, C, **f32)
         cid = torch.empty(n, t_pad, C, dtype=torch.int32, device=dev)
@@ -166,7 +180,8 @@ def _run(logits: torch.Tensor, drafts: torch.Tensor, batch: SamplingBatch,
         tbnd = cval = tmax
         sv = sv2 = torch.empty(1, dtype=torch.int64, device=dev)
     tk._tile_kernel[(n, tiles)](*proc_args, *filt, tmax, tsum, targ, tcnt, tbnd, cval, cid,
-                                T_PAD=t_pad, C=C, BLOCK_V=bv, HAS_CAND=has_filter, **common,
+                                T_PAD=t_pad, C=C, J=rank_j(bv), BLOCK_V=bv,
+                                HAS_CAND=has_filter, **common,
                                 num_warps=TILE_WARPS, **OPTS)
     q_mode, q, qid, q_len = _draft_probs(draft_probs, drafts, dev)
     i32: dict[str, Any] = dict(dtype=torch.int32, device=dev)
@@ -183,7 +198,8 @@ def _run(logits: torch.Tensor, drafts: torch.Tensor, batch: SamplingBatch,
                             tmax, tsum, targ, tcnt, tbnd, cval, cid, sv, sv2, out, acc, toks,
                             tokr, path, T_PAD=t_pad, C=C, CMAX=CMAX, CMAX2=CMAX2, BLOCK_V=bv,
                             HAS_FILTER=has_filter, VERIFY=verifying, Q_MODE=q_mode,
-                            BLOCK_Q=BLOCK_Q, HAS_ND=has_nd, **common, **OPTS)
+                            BLOCK_Q=BLOCK_Q, HAS_ND=has_nd, **common,
+                            num_warps=FINISH_WARPS, **OPTS)
     if not verifying:
         return _Raw(out[:, None], None, None, path)
     n_acc = torch.empty(bsz, dtype=torch.int64, device=dev)

@@ -191,7 +191,8 @@ def _patch_kernel(logits_ptr, row_stride, hist_ids_ptr, hist_cnt_ptr, hist_cap, 
                   bias_val_ptr, bias_cap, draft_ptr, ndraft_ptr, K, K1, rep_ptr, freq_ptr,
                   pres_ptr, bits_ptr, cnt_ptr, bias_ptr, pval_ptr, V, W,
                   HAS_HIST: tl.constexpr, HAS_BIAS: tl.constexpr, HAS_EXTRA: tl.constexpr,
-                  HAS_ND: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_K: tl.constexpr):
+                  HAS_ND: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_B: tl.constexpr,
+                  BLOCK_K: tl.constexpr):
     """One program per row n, over the ids its history, logit bias and earlier drafts touch
     (never the whole vocabulary). Phase 0 zeroes the count code and bias there; phase 1
     accumulates them and the bit per token with atomics (duplicates sum, as scatter_add
@@ -207,6 +208,7 @@ def _patch_kernel(logits_ptr, row_stride, hist_ids_ptr, hist_cnt_ptr, hist_cap, 
     freq = tl.load(freq_ptr + b)
     pres = tl.load(pres_ptr + b)
     hb = tl.arange(0, BLOCK_H)
+    bb = tl.arange(0, BLOCK_B)
     kb = tl.arange(0, BLOCK_K)
     if HAS_EXTRA:
         if HAS_ND:
@@ -230,8 +232,8 @@ def _patch_kernel(logits_ptr, row_stride, hist_ids_ptr, hist_cnt_ptr, hist_cap, 
                 _patch_ids(phase, ids, ok, code, 0.0, logits_ptr, n, row_stride, cbase, bbase,
                            pbase, bits_row, rep, freq, pres, True, False)
         if HAS_BIAS:
-            for start in range(0, bias_cap, BLOCK_H):
-                h = start + hb
+            for start in range(0, bias_cap, BLOCK_B):
+                h = start + bb
                 ids = tl.load(bias_ids_ptr + b.to(tl.int64) * bias_cap + h, mask=h < bias_cap,
                               other=-1)
                 ok = (ids >= 0) & (ids < V)
@@ -249,33 +251,11 @@ def _patch_kernel(logits_ptr, row_stride, hist_ids_ptr, hist_cnt_ptr, hist_cap, 
 
 
 @triton.jit
-def _level_count(fin, gb, l0: tl.constexpr, l1: tl.constexpr, l2: tl.constexpr,
-                 l3: tl.constexpr, l4: tl.constexpr):
-    """Counts of finite tokens with gap bin <= each of five levels, in one int64 sum (12-bit
-    fields: a tile holds at most 4095 tokens)."""
-    v = ((gb <= l0).to(tl.int64) | ((gb <= l1).to(tl.int64) << 12)
-         | ((gb <= l2).to(tl.int64) << 24) | ((gb <= l3).to(tl.int64) << 36)
-         | ((gb <= l4).to(tl.int64) << 48))
-    return tl.sum(tl.sum(tl.where(fin, v, 0), 1), 0)
-
-
-@triton.jit
-def _pick_level(packed, top, C: tl.constexpr, l0: tl.constexpr, l1: tl.constexpr,
-                l2: tl.constexpr, l3: tl.constexpr, l4: tl.constexpr):
-    """The largest level whose count is at most C (counts grow with the level), else top."""
-    top = tl.where((packed & 4095) <= C, l0, top)
-    top = tl.where(((packed >> 12) & 4095) <= C, l1, top)
-    top = tl.where(((packed >> 24) & 4095) <= C, l2, top)
-    top = tl.where(((packed >> 36) & 4095) <= C, l3, top)
-    return tl.where(((packed >> 48) & 4095) <= C, l4, top)
-
-
-@triton.jit
 def _tile_kernel(logits_ptr, row_stride, V, K1, temp_ptr,
                  gmask_ptr, g_sb, g_sj, hasg_ptr, bits_ptr, pval_ptr, W,
                  topk_ptr, topp_ptr, minp_ptr,
                  tmax_ptr, tsum_ptr, targ_ptr, tcnt_ptr, tbnd_ptr, cval_ptr, cid_ptr,
-                 T_PAD: tl.constexpr, C: tl.constexpr, BLOCK_V: tl.constexpr,
+                 T_PAD: tl.constexpr, C: tl.constexpr, J: tl.constexpr, BLOCK_V: tl.constexpr,
                  HAS_GRAMMAR: tl.constexpr, HAS_PATCH: tl.constexpr, HAS_CAND: tl.constexpr,
                  PROBE: tl.constexpr = 0):
     """Stage 1, one program per (row n, tile t): reads the tile once and writes its max, sum
@@ -283,11 +263,12 @@ def _tile_kernel(logits_ptr, row_stride, V, K1, temp_ptr,
 
     The tile is held as [BLOCK_V / 32, 32]: a row of it is one word of the grammar and patch
     bit masks, loaded once and shifted per lane (no per-token gather). Candidates without
-    selection passes: counts at fifteen log-spaced gap levels (1.8 to 127 nats) below the tile
-    max (`_gap_bin`, three packed sums) pick the widest gap holding at most C tokens; those
-    are written to the tile's C slots (slots from an atomic counter on the GPU, so in no
-    fixed order: the row stage orders them by id) with the bound `bnd`, the largest value
-    not written: every token with x > bnd is a candidate (-inf: every finite one is)."""
+    selection passes over the tokens: the threshold `thr` is the (J+1)-th largest of the
+    tile's row maxima (a sort of BLOCK_V / 32 values), so the tokens above it lie in at most
+    J rows, typically about J of them. They take the tile's C slots from an atomic counter
+    on the GPU (in no fixed order: the row stage orders them by id); the counter ends at the
+    number selected, so the row stage sees an overflow (more than C) and then trusts only
+    the tile max. `thr` is the tile's bound: every token with x > thr is a candidate."""
     n = tl.program_id(0)
     t = tl.program_id(1)
     b = n // K1
@@ -313,7 +294,8 @@ def _tile_kernel(logits_ptr, row_stride, V, K1, temp_ptr,
         ok = ((gw[:, None] >> lane[None, :]) & 1) != 0
         x = tl.where(ok | (has_g == 0), x, float("-inf"))
     x = tl.where(inb, _div(x, temp), float("-inf"))
-    m = tl.max(tl.max(x, 1), 0)
+    rmax = tl.max(x, 1)
+    m = tl.max(rmax, 0)
     m0 = tl.where(m > float("-inf"), m, 0.0)
     s = tl.sum(tl.sum(_exp(x - m0), 1), 0)
     arg = tl.min(tl.min(tl.where((x == m) & inb, offs, 2147483647), 1), 0)
@@ -325,26 +307,12 @@ def _tile_kernel(logits_ptr, row_stride, V, K1, temp_ptr,
         need = (temp_raw != 0) & ((tl.load(topk_ptr + b) > 0) | (tl.load(topp_ptr + b) < 1)
                                   | (tl.load(minp_ptr + b) > 0))
         if need:
-            fin = x > float("-inf")
-            gb = _gap_bin(m0 - x, 64)
-            if PROBE == 2:  # measurement only: a fixed level instead of the counts
-                top = 23
-            elif PROBE == 3:  # measurement only: a 64-bin histogram instead of the counts
-                cc = tl.cumsum(tl.histogram(tl.reshape(gb, [BLOCK_V], can_reorder=True), 64,
-                                            mask=tl.reshape(fin, [BLOCK_V], can_reorder=True)),
-                               0)
-                top = tl.max(tl.where(cc <= C, tl.arange(0, 64), -1), 0)
-            else:
-                top = _pick_level(_level_count(fin, gb, 11, 13, 15, 17, 19), -1, C,
-                                  11, 13, 15, 17, 19)
-                top = _pick_level(_level_count(fin, gb, 21, 23, 25, 27, 29), top, C,
-                                  21, 23, 25, 27, 29)
-                top = _pick_level(_level_count(fin, gb, 31, 35, 39, 47, 63), top, C,
-                                  31, 35, 39, 47, 63)
-            sel = fin & (gb <= top)
+            srt = tl.sort(rmax, 0, descending=True)
+            thr = tl.max(tl.where(tl.arange(0, NW) == J, srt, float("-inf")), 0)
+            sel = x > thr
             if PROBE != 1:  # PROBE 1, measurement only: no compaction
                 _compact(cval_ptr, cid_ptr, tcnt_ptr, o, x, offs, sel, C, BLOCK_V)
-            tl.store(tbnd_ptr + o, tl.max(tl.max(tl.where(sel, float("-inf"), x), 1), 0))
+            tl.store(tbnd_ptr + o, tl.minimum(thr, m))
 
 
 @triton.jit
@@ -658,8 +626,11 @@ def _finish_kernel(logits_ptr, row_stride, V, K, K1, T, temp_ptr,
             path = 1
             cs = tl.arange(0, C)
             cnt_t = tl.load(tcnt_ptr + o + tiles, mask=tv, other=0)
-            lim = tl.max(tl.load(tbnd_ptr + o + tiles, mask=tv, other=float("-inf")), 0)
-            cmask = tv[:, None] & (cs[None, :] < cnt_t[:, None])
+            # a tile that selected more than C tokens kept only C: trust its max alone
+            tb = tl.where(cnt_t > C, tm,
+                          tl.load(tbnd_ptr + o + tiles, mask=tv, other=float("-inf")))
+            lim = tl.max(tb, 0)
+            cmask = tv[:, None] & (cs[None, :] < tl.minimum(cnt_t, C)[:, None])
             coff = (o + tiles)[:, None] * C + cs[None, :]
             cv = tl.reshape(tl.load(cval_ptr + coff, mask=cmask, other=float("-inf")),
                             [T_PAD * C])
