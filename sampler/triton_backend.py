@@ -39,7 +39,7 @@ from sampler.torch_backend import DraftProbs, _expand_positions
 
 C = int(os.environ.get("SONICSPEC_C", "32"))  # candidates per tile
 TILE_WARPS = int(os.environ.get("SONICSPEC_TILE_WARPS", "4"))
-FINISH_WARPS = int(os.environ.get("SONICSPEC_FINISH_WARPS", "4"))
+FINISH_WARPS = int(os.environ.get("SONICSPEC_FINISH_WARPS", "8"))
 CMAX = 128  # candidates per row kept for the exact filters
 CMAX2 = 512  # tokens per row the second chance collects
 BLOCK_Q = 8

@@ -307,10 +307,40 @@ def _tile_kernel(logits_ptr, row_stride, V, K1, temp_ptr,
         need = (temp_raw != 0) & ((tl.load(topk_ptr + b) > 0) | (tl.load(topp_ptr + b) < 1)
                                   | (tl.load(minp_ptr + b) > 0))
         if need:
-            srt = tl.sort(rmax, 0, descending=True)
-            thr = tl.max(tl.where(tl.arange(0, NW) == J, srt, float("-inf")), 0)
+            # at most jj rows have a max above thr (J, or fewer when few rows hold a finite
+            # token, as at the edge of a grammar's allowed range: then at most 32 * jj tokens)
+            live = rmax > float("-inf")
+            nlive = tl.sum(live.to(tl.int32), 0)
+            jj = tl.where(nlive > J, J, tl.maximum(nlive // 4, 1))
+            if PROBE == 2:  # measurement only: thr from a histogram of the rows' gaps
+                gb = _gap_bin(m0 - rmax, 64)
+                cc = tl.cumsum(tl.histogram(gb, 64, mask=live), 0)
+                top = tl.max(tl.where(cc <= jj, tl.arange(0, 64), -1), 0)
+                thr = tl.max(tl.where(live & (gb > top), rmax, float("-inf")), 0)
+            elif PROBE == 3:  # measurement only: thr by bisection on the row maxima
+                lo = tl.min(tl.where(live, rmax, m0), 0)
+                hi = m
+                for _ in tl.static_range(7):
+                    mid = (lo + hi) * 0.5
+                    few = tl.sum((rmax > mid).to(tl.int32), 0) <= jj
+                    hi = tl.where(few, mid, hi)
+                    lo = tl.where(few, lo, mid)
+                thr = hi
+            else:
+                srt = tl.sort(rmax, 0, descending=True)
+                thr = tl.max(tl.where(tl.arange(0, NW) == jj, srt, float("-inf")), 0)
+            if HAS_GRAMMAR:  # a tile with at most C allowed tokens keeps them all
+                nf = tl.sum(tl.sum((x > float("-inf")).to(tl.int32), 1), 0)
+                thr = tl.where(nf <= C, float("-inf"), thr)
             sel = x > thr
-            if PROBE != 1:  # PROBE 1, measurement only: no compaction
+            if PROBE == 4:  # measurement only: slots from a scan instead of atomics
+                si = sel.to(tl.int32)
+                rc = tl.sum(si, 1)
+                slot = (tl.cumsum(rc, 0) - rc)[:, None] + tl.cumsum(si, 1) - si
+                tl.store(cval_ptr + o * C + slot, x, mask=sel & (slot < C))
+                tl.store(cid_ptr + o * C + slot, offs, mask=sel & (slot < C))
+                tl.store(tcnt_ptr + o, tl.sum(rc, 0))
+            elif PROBE != 1:  # PROBE 1, measurement only: no compaction
                 _compact(cval_ptr, cid_ptr, tcnt_ptr, o, x, offs, sel, C, BLOCK_V)
             tl.store(tbnd_ptr + o, tl.minimum(thr, m))
 
