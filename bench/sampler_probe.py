@@ -40,9 +40,7 @@ def tile_variants(rows: int, vocab: int, bw: float) -> None:
     for name, cand, patch, gram, probe in (
             ("all", True, True, True, 0), ("no-cand", False, True, True, 0),
             ("cand-only", True, False, False, 0), ("cand-nocompact", True, False, False, 1),
-            ("cand-histthr", True, False, False, 2), ("cand-bisectthr", True, False, False, 3),
-            ("cand-scanslots", True, False, False, 4), ("all-histthr", True, True, True, 2),
-            ("all-bisectthr", True, True, True, 3), ("all-scanslots", True, True, True, 4),
+            ("cand-sortthr", True, False, False, 2), ("all-sortthr", True, True, True, 2),
             ("stats-only", False, False, False, 0)):
         def launch(cand=cand, patch=patch, gram=gram, probe=probe):
             return tk._tile_kernel[(n, tiles)](

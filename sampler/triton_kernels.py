@@ -263,9 +263,10 @@ def _tile_kernel(logits_ptr, row_stride, V, K1, temp_ptr,
 
     The tile is held as [BLOCK_V / 32, 32]: a row of it is one word of the grammar and patch
     bit masks, loaded once and shifted per lane (no per-token gather). Candidates without
-    selection passes over the tokens: the threshold `thr` is the (J+1)-th largest of the
-    tile's row maxima (a sort of BLOCK_V / 32 values), so the tokens above it lie in at most
-    J rows, typically about J of them. They take the tile's C slots from an atomic counter
+    selection passes over the tokens: the threshold `thr` comes from the tile's BLOCK_V / 32
+    row maxima alone (a 64-bin histogram of their log-spaced gaps below the max) so that at
+    most J rows have a max above it: the tokens above it lie in those rows, typically one or
+    two per row. They take the tile's C slots from an atomic counter
     on the GPU (in no fixed order: the row stage orders them by id); the counter ends at the
     number selected, so the row stage sees an overflow (more than C) and then trusts only
     the tile max. `thr` is the tile's bound: every token with x > thr is a candidate."""
@@ -312,35 +313,20 @@ def _tile_kernel(logits_ptr, row_stride, V, K1, temp_ptr,
             live = rmax > float("-inf")
             nlive = tl.sum(live.to(tl.int32), 0)
             jj = tl.where(nlive > J, J, tl.maximum(nlive // 4, 1))
-            if PROBE == 2:  # measurement only: thr from a histogram of the rows' gaps
+            if PROBE == 2:  # measurement only: thr = the (jj+1)-th largest row max (a sort)
+                srt = tl.sort(rmax, 0, descending=True)
+                thr = tl.max(tl.where(tl.arange(0, NW) == jj, srt, float("-inf")), 0)
+            else:  # a histogram of the rows' log-spaced gaps below the max: the widest gap
+                # level holding at most jj row maxima; thr = the largest row max outside it
                 gb = _gap_bin(m0 - rmax, 64)
                 cc = tl.cumsum(tl.histogram(gb, 64, mask=live), 0)
                 top = tl.max(tl.where(cc <= jj, tl.arange(0, 64), -1), 0)
                 thr = tl.max(tl.where(live & (gb > top), rmax, float("-inf")), 0)
-            elif PROBE == 3:  # measurement only: thr by bisection on the row maxima
-                lo = tl.min(tl.where(live, rmax, m0), 0)
-                hi = m
-                for _ in tl.static_range(7):
-                    mid = (lo + hi) * 0.5
-                    few = tl.sum((rmax > mid).to(tl.int32), 0) <= jj
-                    hi = tl.where(few, mid, hi)
-                    lo = tl.where(few, lo, mid)
-                thr = hi
-            else:
-                srt = tl.sort(rmax, 0, descending=True)
-                thr = tl.max(tl.where(tl.arange(0, NW) == jj, srt, float("-inf")), 0)
             if HAS_GRAMMAR:  # a tile with at most C allowed tokens keeps them all
                 nf = tl.sum(tl.sum((x > float("-inf")).to(tl.int32), 1), 0)
                 thr = tl.where(nf <= C, float("-inf"), thr)
             sel = x > thr
-            if PROBE == 4:  # measurement only: slots from a scan instead of atomics
-                si = sel.to(tl.int32)
-                rc = tl.sum(si, 1)
-                slot = (tl.cumsum(rc, 0) - rc)[:, None] + tl.cumsum(si, 1) - si
-                tl.store(cval_ptr + o * C + slot, x, mask=sel & (slot < C))
-                tl.store(cid_ptr + o * C + slot, offs, mask=sel & (slot < C))
-                tl.store(tcnt_ptr + o, tl.sum(rc, 0))
-            elif PROBE != 1:  # PROBE 1, measurement only: no compaction
+            if PROBE != 1:  # PROBE 1, measurement only: no compaction
                 _compact(cval_ptr, cid_ptr, tcnt_ptr, o, x, offs, sel, C, BLOCK_V)
             tl.store(tbnd_ptr + o, tl.minimum(thr, m))
 
