@@ -38,10 +38,12 @@ Processing order at each position:
    ratio to the most probable token, unchanged by renormalisation. min_p = 0 is off.
    Masked (-inf) tokens are never kept by any step.
 
-Sampling: w_i = exp(l_i - l_max) for kept tokens, else 0; S = sum w; the token is the smallest
-id i with cumsum(w)[i] > u * S in *token-id order* (not sorted order, so a tiled kernel can
-pick a tile by mass and then a token inside it); if rounding finds none, the last token with
-positive weight. u = uniform(seed, position, SAMPLE). A row with no allowed token at all
+Sampling: w_i = exp(l_i - l_max) for kept tokens (float32), else 0; S = sum w; the token is the
+smallest id i with cumsum(w)[i] > u * S in *token-id order* (not sorted order, so a tiled
+kernel can pick a tile by mass and then a token inside it), the prefix sums and S taken in
+float64 (a float32 prefix over 10^5 tokens drifts by ~1e-6 * S, which would decide draws
+near a boundary by summation order); if rounding finds none, the last token with positive
+weight. u = uniform(seed, position, SAMPLE). A row with no allowed token at all
 emits id 0 (its logprob is -inf or NaN): the engine must not ask for it.
 
 Logprobs (0..20 per request): log of the processed, renormalised law (log_softmax of the

@@ -8,14 +8,16 @@ from sampler.rng import Stream, uniform
 
 
 def inverse_cdf(weights: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
-    """Inverse CDF in token-id order: the smallest i with cumsum(w)[i] > u * sum(w).
+    """Inverse CDF in token-id order: the smallest i with cumsum(w)[i] > u * sum(w), the
+    prefix sums and the total in float64 (so the draw does not hinge on a float32 summation
+    order: the fused kernels sum by tiles).
 
     weights: [N, V] float32 >= 0 (unnormalised); u: [N] float32 in (0, 1). If rounding
     finds no such i, the last token with positive weight (id 0 if there is none). Returns [N]
     int64. Never returns a zero-weight token when some weight is positive.
     """
-    cdf = weights.cumsum(1)
-    target = (u * weights.sum(1))[:, None]
+    cdf = weights.to(torch.float64).cumsum(1)
+    target = (u.to(torch.float64) * cdf[:, -1])[:, None]
     idx = torch.searchsorted(cdf, target.contiguous(), right=True).squeeze(1)
     positive = weights > 0
     last = weights.shape[1] - 1 - positive.flip(1).to(torch.int8).argmax(1)

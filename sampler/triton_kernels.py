@@ -409,24 +409,30 @@ def _draft_q(q_ptr, qid_ptr, Q, b, j, K, x, offs_ok, Q_MODE: tl.constexpr,
 
 
 @triton.jit
-def _choose_tile(tmass, target, T_PAD: tl.constexpr):
-    """Inverse CDF over tile masses: the first positive tile whose inclusive prefix exceeds
-    target (else the last positive tile) and the part of target left inside it. (A parallel
-    scan need not be monotone in the last bit, so "count(cm <= target)" could pick a zero.)"""
+def _choose_tile(tmass, u, T_PAD: tl.constexpr):
+    """Inverse CDF over tile masses at u * (their total), prefix and total in float64 (as
+    `sampling.inverse_cdf`): the first positive tile whose inclusive prefix exceeds the
+    target (else the last positive tile) and the float64 part of the target left inside it.
+    (A parallel scan need not be monotone in the last bit, so "count(cm <= target)" could
+    pick a zero.)"""
     tiles = tl.arange(0, T_PAD)
-    cm = tl.cumsum(tmass, 0)
+    m64 = tmass.to(tl.float64)
+    cm = tl.cumsum(m64, 0)
+    target = u.to(tl.float64) * tl.sum(m64, 0)
     tsel = tl.min(tl.where((cm > target) & (tmass > 0), tiles, T_PAD), 0)
     last_pos = tl.max(tl.where(tmass > 0, tiles, -1), 0)
     tsel = tl.maximum(tl.where(tsel >= T_PAD, last_pos, tsel), 0)
-    return tsel, target - tl.sum(tl.where(tiles < tsel, tmass, 0.0), 0)
+    return tsel, target - tl.sum(tl.where(tiles < tsel, m64, 0.0), 0)
 
 
 @triton.jit
-def _pick_vec(w, ids, target, R: tl.constexpr):
-    """Inverse CDF over a short id-ordered list: the first positive entry whose inclusive
-    prefix exceeds target, else the last positive one; its id (0 if nothing is positive)."""
+def _pick_vec(w, ids, u, R: tl.constexpr):
+    """Inverse CDF over a short id-ordered list at u * (its total), in float64: the first
+    positive entry whose inclusive prefix exceeds the target, else the last positive one;
+    its id (0 if nothing is positive)."""
     rr = tl.arange(0, R)
-    cdf = tl.cumsum(w, 0)
+    cdf = tl.cumsum(w.to(tl.float64), 0)
+    target = u.to(tl.float64) * tl.sum(w.to(tl.float64), 0)
     first = tl.min(tl.where((cdf > target) & (w > 0), rr, R), 0)
     last = tl.max(tl.where(w > 0, rr, -1), 0)
     idx = tl.where(first < R, first, last)
@@ -439,8 +445,9 @@ def _in_tile(logits_ptr, row_stride, V, n, b, j, K, tile, rest, temp, gmask_ptr,
              x_lo, m0, s_c, pthr, minp, resid, wc, xd, q_ptr, qid_ptr, Q,
              BLOCK_V: tl.constexpr, Q_MODE: tl.constexpr, BLOCK_Q: tl.constexpr,
              HAS_GRAMMAR: tl.constexpr, HAS_PATCH: tl.constexpr):
-    """The token of tile `tile` where the in-tile inverse CDF passes `rest`: weights exp(x - M)
-    of kept tokens, or with `resid` the residual max(w / wc - q, 0) of the draft law q."""
+    """The token of tile `tile` where the in-tile inverse CDF (float64 prefix) passes `rest`
+    (float64): weights exp(x - M) of kept tokens, or with `resid` the residual
+    max(w / wc - q, 0) of the draft law q."""
     offs = tile * BLOCK_V + tl.arange(0, BLOCK_V)
     x = _processed(logits_ptr, n, b, j, offs, V, row_stride, temp, gmask_ptr, g_sb, g_sj,
                    has_g, bits_ptr, pval_ptr, W,
@@ -452,7 +459,7 @@ def _in_tile(logits_ptr, row_stride, V, n, b, j, K, tile, rest, temp, gmask_ptr,
         else:
             q = _draft_q(q_ptr, qid_ptr, Q, b, j, K, offs, offs < V, Q_MODE, BLOCK_Q)
         w = tl.maximum(_div(w, wc) - q, 0.0)
-    cdf = tl.cumsum(w, 0)
+    cdf = tl.cumsum(w.to(tl.float64), 0)
     first = tl.min(tl.where((cdf > rest) & (w > 0), offs, 2147483647), 0)
     lastw = tl.max(tl.where(w > 0, offs, -1), 0)
     tok = tl.where(first < 2147483647, first, lastw)
@@ -546,7 +553,7 @@ def _resolve(v, ids, live, n_c, lim, m0, s_all, k, top_p, min_p, u_s, u_a, u_r, 
         w = tl.where(live & _keep(v, x_lo, m0, s_c, pthr, min_p), _exp(v - m0), 0.0)
         w_tot = tl.sum(w, 0)
         wc = tl.maximum(w_tot, tiny)
-        tok_s = _pick_vec(w, ids, u_s * w_tot, R)
+        tok_s = _pick_vec(w, ids, u_s, R)
         if VERIFY:
             p_x = tl.where(inside, _div(tl.sum(tl.where(ids == xd, w, 0.0), 0), wc), 0.0)
             acc = has_d & (u_a * q_x < p_x)
@@ -557,8 +564,7 @@ def _resolve(v, ids, live, n_c, lim, m0, s_all, k, top_p, min_p, u_s, u_a, u_r, 
                               live & has_d, Q_MODE, BLOCK_Q)
             r = tl.maximum(_div(w, wc) - qv, 0.0)
             r_tot = tl.sum(r, 0)
-            tok_r = tl.where(r_tot > 0, _pick_vec(r, ids, u_r * r_tot, R),
-                             _pick_vec(w, ids, u_r * w_tot, R))
+            tok_r = tl.where(r_tot > 0, _pick_vec(r, ids, u_r, R), _pick_vec(w, ids, u_r, R))
     return ok, tok_s, acc, tok_r
 
 
@@ -684,7 +690,7 @@ def _finish_kernel(logits_ptr, row_stride, V, K, K1, T, temp_ptr,
                 slow = j >= 0
     if (temp_raw != 0) & (filtered == 0):
         path = 2
-        tsel, rest = _choose_tile(tmass, u_s * s_all, T_PAD)
+        tsel, rest = _choose_tile(tmass, u_s, T_PAD)
         tok_s = _in_tile(logits_ptr, row_stride, V, n, b, j, K, tsel, rest, temp, gmask_ptr,
                          g_sb, g_sj, has_g, bits_ptr, pval_ptr, W,
                          x_lo, m0, s_c, pthr, minp, j < 0, s_c, xd, q_ptr, qid_ptr, Q,
@@ -699,9 +705,8 @@ def _finish_kernel(logits_ptr, row_stride, V, K, K1, T, temp_ptr,
                     rm = tl.maximum(tl.where(tiles == xd // BLOCK_V, tmass - w_x, tmass), 0.0)
                     r_tot = tl.sum(rm, 0)
                     use_r = r_tot > 0
-                    tsel, rest = _choose_tile(tl.where(use_r, rm, tmass),
-                                              u_r * tl.where(use_r, r_tot, s_all), T_PAD)
-                    rest = tl.where(use_r, _div(rest, s_c), rest)
+                    tsel, rest = _choose_tile(tl.where(use_r, rm, tmass), u_r, T_PAD)
+                    rest = tl.where(use_r, rest / s_c.to(tl.float64), rest)
                     tok_r = _in_tile(logits_ptr, row_stride, V, n, b, j, K, tsel, rest, temp,
                                      gmask_ptr, g_sb, g_sj, has_g, bits_ptr, pval_ptr, W, x_lo,
                                      m0, s_c, pthr, minp, use_r,
@@ -783,7 +788,7 @@ def _finish_kernel(logits_ptr, row_stride, V, K, K1, T, temp_ptr,
             wm = tl.where(tiles == t, ws, wm)
         w_tot = tl.sum(wm, 0)
         wc = tl.maximum(w_tot, tiny)
-        tsel, rest = _choose_tile(wm, u_s * w_tot, T_PAD)
+        tsel, rest = _choose_tile(wm, u_s, T_PAD)
         tok_s = _in_tile(logits_ptr, row_stride, V, n, b, j, K, tsel, rest, temp, gmask_ptr,
                          g_sb, g_sj, has_g, bits_ptr, pval_ptr, W,
                          x_lo, m0, s_c, pthr, minp, j < 0, wc, xd, q_ptr, qid_ptr, Q,
@@ -809,8 +814,7 @@ def _finish_kernel(logits_ptr, row_stride, V, K, K1, T, temp_ptr,
                     rm = tl.where(tiles == t, rs, rm)
                 r_tot = tl.sum(rm, 0)
                 use_r = r_tot > 0
-                tsel, rest = _choose_tile(tl.where(use_r, rm, wm),
-                                          u_r * tl.where(use_r, r_tot, w_tot), T_PAD)
+                tsel, rest = _choose_tile(tl.where(use_r, rm, wm), u_r, T_PAD)
                 tok_r = _in_tile(logits_ptr, row_stride, V, n, b, j, K, tsel, rest, temp,
                                  gmask_ptr, g_sb, g_sj, has_g, bits_ptr, pval_ptr, W, x_lo, m0,
                                  s_c, pthr, minp, use_r, wc, xd,
