@@ -3,8 +3,9 @@
 Vocab 111 and 1000 (several tiles, partial last tile), B = 8 rows that differ in every
 setting (greedy, top-k incl. k near V, top-p incl. flat rows that need the exact bisection,
 min-p, penalties over a history, logit bias, grammar bitmasks), fp32/bf16/fp16 logits, flat
-(slow path) and peaked (candidate path) rows, and verify with K up to 3 for none/dense/sparse
-draft probabilities, mixed num_draft and none given.
+(slow path) and peaked (candidate path) rows, a grammar edge inside a tile (candidate path),
+and verify with K up to 3 for none/dense/sparse draft probabilities, mixed num_draft and
+none given.
 
 The interpreter runs in two subprocesses (one per vocab, in parallel), so TRITON_INTERPRET
 never leaks into this pytest process (GPU tests in the same session use real kernels).
@@ -78,6 +79,8 @@ def run_group(vocab: int) -> dict[str, list]:
             a = ref.sample(logits, batch).tokens
             b = tri.sample(logits, batch).tokens
             results[f"sample-{str(dtype)[6:]}-{seed}"] = _diff(a, b)
+    if vocab >= 1000:
+        results["sample-grammar-edge"] = _grammar_edge(vocab)
     k = 3 if vocab < 200 else 2
     logits = torch.randn(8, k + 1, vocab, generator=g) * 2
     q = torch.softmax(torch.randn(8, k, vocab, generator=g) * 1.5, -1)
@@ -104,6 +107,31 @@ def run_group(vocab: int) -> dict[str, list]:
     b = tri.verify(peaked, drafts, batch)
     results["verify-peaked"] = _diff(a.tokens, b.tokens) + _diff(a.num_accepted, b.num_accepted)
     return results
+
+
+def _grammar_edge(vocab: int) -> list:
+    """A grammar whose allowed ids start inside a tile (ids >= 448: two live rows of 32 in
+    the tile 256..511) that holds the row max: the filtered rows still resolve from the tile
+    candidates (path 1), not from the row-serial second chance, and equal torch."""
+    import torch
+
+    from sampler import SamplingBatch, SamplingParams
+    from sampler import torch_backend as ref
+    from sampler import triton_backend as tri
+
+    g = torch.Generator().manual_seed(5)
+    params = [SamplingParams(temperature=0.8, top_k=2), SamplingParams(temperature=0.7, top_p=0.8),
+              SamplingParams(min_p=0.1), SamplingParams(temperature=1.2, top_p=0.95, min_p=0.05)]
+    rows = 2 * len(params)
+    logits = torch.randn(rows, vocab, generator=g) * 8
+    logits[:, 460] += 40
+    mask = torch.full((rows, 1, (vocab + 31) // 32), -1, dtype=torch.int32)
+    mask[:, :, :14] = 0
+    batch = SamplingBatch.from_requests(params * 2, [[]] * rows, [[]] * rows, vocab,
+                                        grammar_bitmask=mask, seeds=list(range(rows)))
+    out = tri._run(logits[:, None], torch.empty(rows, 0, dtype=torch.int64), batch, None, None)
+    paths = [] if bool((out.path == 1).all()) else [f"paths {out.path.tolist()} (want all 1)"]
+    return _diff(ref.sample(logits, batch).tokens, out.tokens[:, 0]) + paths
 
 
 def _diff(a, b) -> list:
