@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # One device call's worth of sampler work on the GPU machine (results under $OUT):
-#   bash bench/gpu_sampler.sh [smoke] [bench] [flat] [profile] [tests]
+#   bash bench/gpu_sampler.sh [smoke] [bench] [flat] [profile] [sweep] [tests]
+# (sweep: the benchmark workload under the env knobs SONICSPEC_J / TILE_WARPS / BLOCK_V)
 # Needs the FlashInfer wheels in .whl/ (carried) for the baselines.
 set -uo pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
@@ -21,6 +22,13 @@ for stage in "$@"; do
              | tee "$OUT/bench3.log" ;;
     profile) python3 bench/sampler.py --device cuda --backend triton --scale 8 --profile \
                --batch 1 64 256 --vocab 32000 262144 2>&1 | tee "$OUT/profile.log" ;;
+    sweep) for cfg in "" "SONICSPEC_J=8" "SONICSPEC_J=24" "SONICSPEC_TILE_WARPS=8" \
+                      "SONICSPEC_BLOCK_V=4096" "SONICSPEC_BLOCK_V=4096 SONICSPEC_TILE_WARPS=8"; do
+             echo "config: ${cfg:-default}" | tee -a "$OUT/sweep.log"
+             env $cfg python3 bench/sampler.py --device cuda --backend triton --scale 8 \
+               --iters 30 --batch 1 64 256 --vocab 32000 262144 --out /tmp/sweep 2>/dev/null \
+               | sed -n '2,8p' | tee -a "$OUT/sweep.log"
+           done ;;
     tests) python3 -m pytest -q -m gpu tests/test_sampler_triton_gpu.py -x 2>&1 \
              | tee "$OUT/tests.log" ;;
   esac

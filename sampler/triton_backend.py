@@ -1,15 +1,16 @@
 """The Triton backend: `sample` and `verify` as one fixed launch sequence of fused kernels.
 
 Same API and results as `sampler.torch_backend` (token for token for seeded requests, up to
-float32 rounding ties: sums are taken in a different order). Launch sequence per call, every
+rounding ties: tile masses are float32 sums of exp(x - tile max), the reference sums
+exp(x - row max) directly; both take the inverse-CDF prefixes in float64). Launch sequence per call, every
 kernel gridded over rows (N = B * (K+1)), (rows, vocabulary tiles) or requests:
 
 1. `_patch_kernel` (N; only when some row has penalties, bias or earlier drafts), after a
    memset of a bit per token: at the ids the history, bias and drafts touch (never the
    whole vocabulary) the penalised, biased logit, so a tile reads one bit per token.
 2. `_tile_kernel` (N, T): the one full read of the logits. Per tile: max, sum exp, argmax;
-   for rows with top-k/top-p/min-p up to C candidates chosen by counts at log-spaced gaps
-   below the tile max, with a bound above which the tile's tokens are all candidates.
+   for rows with top-k/top-p/min-p up to C candidates: the tokens above a threshold taken
+   from the tile's row maxima alone (so that they lie in at most J rows), with that bound.
 3. `_finish_kernel` (N): everything after the read. Merges the tiles; greedy rows take the
    argmax; unfiltered rows draw a tile by mass and the token inside it (one tile re-read);
    filtered rows resolve top-k/top-p/min-p exactly from the candidates when the bounds
@@ -59,10 +60,13 @@ def block_v(vocab: int) -> int:
 
 
 def rank_j(bv: int) -> int:
-    """The tile threshold is the (J+1)-th largest of its BLOCK_V / 32 row maxima: about J
-    tokens lie above it (at most C fit; tiles of at most C tokens take every token)."""
+    """At most J of a tile's BLOCK_V / 32 rows have a max above its candidate threshold, so
+    about J tokens lie above it (at most C fit; tiles of at most C tokens take every token).
+    SONICSPEC_J overrides (measurement)."""
     rows = bv // 32
-    return rows if bv <= C else min(C // 2, max(1, rows // 4))
+    if bv <= C:
+        return rows
+    return int(os.environ.get("SONICSPEC_J", min(C // 2, max(1, rows // 4))))
 
 
 def sample(logits: torch.Tensor, batch: SamplingBatch) -> SampleOutput:
