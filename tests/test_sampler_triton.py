@@ -4,8 +4,8 @@ Vocab 111 and 1000 (several tiles, partial last tile), B = 8 rows that differ in
 setting (greedy, top-k incl. k near V, top-p incl. flat rows that need the exact bisection,
 min-p, penalties over a history, logit bias, grammar bitmasks), fp32/bf16/fp16 logits, flat
 (slow path) and peaked (candidate path) rows, a grammar edge inside a tile (candidate path),
-and verify with K up to 3 for none/dense/sparse draft probabilities, mixed num_draft and
-none given.
+a tile with more candidates than slots, and verify with K up to 3 for none/dense/sparse
+draft probabilities, mixed num_draft and none given.
 
 The interpreter runs in two subprocesses (one per vocab, in parallel), so TRITON_INTERPRET
 never leaks into this pytest process (GPU tests in the same session use real kernels).
@@ -81,6 +81,7 @@ def run_group(vocab: int) -> dict[str, list]:
             results[f"sample-{str(dtype)[6:]}-{seed}"] = _diff(a, b)
     if vocab >= 1000:
         results["sample-grammar-edge"] = _grammar_edge(vocab)
+        results["sample-tile-overflow"] = _tile_overflow(vocab)
     k = 3 if vocab < 200 else 2
     logits = torch.randn(8, k + 1, vocab, generator=g) * 2
     q = torch.softmax(torch.randn(8, k, vocab, generator=g) * 1.5, -1)
@@ -132,6 +133,28 @@ def _grammar_edge(vocab: int) -> list:
     out = tri._run(logits[:, None], torch.empty(rows, 0, dtype=torch.int64), batch, None, None)
     paths = [] if bool((out.path == 1).all()) else [f"paths {out.path.tolist()} (want all 1)"]
     return _diff(ref.sample(logits, batch).tokens, out.tokens[:, 0]) + paths
+
+
+def _tile_overflow(vocab: int) -> list:
+    """Two 32-token rows of one tile far above the rest: more tokens clear the tile's
+    threshold than its C slots hold, so the row stage must trust only that tile's max
+    (the rows then resolve exactly on the slow paths) and still equal torch."""
+    import torch
+
+    from sampler import SamplingBatch, SamplingParams
+    from sampler import torch_backend as ref
+    from sampler import triton_backend as tri
+
+    g = torch.Generator().manual_seed(11)
+    params = [SamplingParams(top_p=0.9), SamplingParams(temperature=0.8, top_k=20),
+              SamplingParams(min_p=0.5), SamplingParams(temperature=1.3, top_p=0.7)]
+    rows = 2 * len(params)
+    logits = torch.randn(rows, vocab, generator=g) * 0.5
+    logits[:, 256:320] = 6 + torch.randn(rows, 64, generator=g) * 0.3
+    batch = SamplingBatch.from_requests(params * 2, [[]] * rows, [[]] * rows, vocab,
+                                        seeds=list(range(rows)))
+    out = tri._run(logits[:, None], torch.empty(rows, 0, dtype=torch.int64), batch, None, None)
+    return _diff(ref.sample(logits, batch).tokens, out.tokens[:, 0])
 
 
 def _diff(a, b) -> list:
