@@ -2,12 +2,14 @@
 
 Same API and results as `sampler.torch_backend` (token for token for seeded requests, up to
 rounding ties: tile masses are float32 sums of exp(x - tile max), the reference sums
-exp(x - row max) directly; both take the inverse-CDF prefixes in float64). Launch sequence per call, every
-kernel gridded over rows (N = B * (K+1)), (rows, vocabulary tiles) or requests:
+exp(x - row max) directly; both take the inverse-CDF prefixes in float64). Launch sequence
+per call, every kernel gridded over rows (N = B * (K+1)), (rows, vocabulary tiles) or
+requests:
 
 1. `_patch_kernel` (N; only when some row has penalties, bias or earlier drafts), after a
    memset of a bit per token: at the ids the history, bias and drafts touch (never the
-   whole vocabulary) the penalised, biased logit, so a tile reads one bit per token.
+   whole vocabulary) the penalised, biased logit, written once by each id's owner entry
+   (no [N, V] scratch, no phases), so a tile reads one bit per token.
 2. `_tile_kernel` (N, T): the one full read of the logits. Per tile: max, sum exp, argmax;
    for rows with top-k/top-p/min-p up to C candidates: the tokens above a threshold taken
    from the tile's row maxima alone (so that they lie in at most J rows), with that bound.
@@ -141,7 +143,6 @@ def _run(logits: torch.Tensor, drafts: torch.Tensor, batch: SamplingBatch,
         gmask, g_sb, g_sj = gm, gm.stride(0), gm.stride(1)
     else:
         gmask, g_sb, g_sj = head.has_grammar, 0, 0
-    has_extra = k > 0 and head.any_penalty
     has_patch = head.any_penalty or head.any_bias
     has_filter = head.max_top_k > 0 or head.any_top_p or head.any_min_p
     # one memset for the token bits of the patch and the tiles' atomic slot counters
@@ -150,19 +151,7 @@ def _run(logits: torch.Tensor, drafts: torch.Tensor, batch: SamplingBatch,
                          device=dev)
     if has_patch:
         bits = zeroed[:n_bits].view(n, words)
-        cnt = torch.empty(n, vocab, dtype=torch.int32, device=dev)
-        bias = torch.empty(n, vocab, **f32)
-        pval = torch.empty(n, vocab, **f32)
-        hist_ids, hist_counts = head.hist_ids.contiguous(), head.hist_counts.contiguous()
-        bias_ids, bias_values = head.bias_ids.contiguous(), head.bias_values.contiguous()
-        tk._patch_kernel[(n,)](
-            logits, logits.stride(1), hist_ids, hist_counts, hist_ids.shape[1], bias_ids,
-            bias_values, bias_ids.shape[1], drafts, n_draft, k, k1, head.repetition_penalty,
-            head.frequency_penalty, head.presence_penalty, bits, cnt, bias, pval, vocab, words,
-            HAS_HIST=head.any_penalty, HAS_BIAS=head.any_bias, HAS_EXTRA=has_extra,
-            HAS_ND=has_nd, BLOCK_H=min(1024, tk.next_pow2(hist_ids.shape[1])),
-            BLOCK_B=min(1024, tk.next_pow2(bias_ids.shape[1])), BLOCK_K=tk.next_pow2(k),
-            **OPTS)
+        pval = patch(logits, drafts, n_draft if has_nd else None, head, bits)
     else:
         bits = pval = torch.empty(1, dtype=torch.int32, device=dev)
     common = dict(HAS_GRAMMAR=has_grammar, HAS_PATCH=has_patch)
@@ -210,6 +199,28 @@ def _run(logits: torch.Tensor, drafts: torch.Tensor, batch: SamplingBatch,
     tk._combine_kernel[(bsz,)](drafts, n_draft, acc, toks, tokr, out, n_acc, k, k1,
                                K1_PAD=tk.next_pow2(k1), HAS_ND=has_nd, **OPTS)
     return _Raw(out, n_acc, n_draft if has_nd else None, path)
+
+
+def patch(logits: torch.Tensor, drafts: torch.Tensor, num_draft: torch.Tensor | None,
+          head: SamplingBatch, bits: torch.Tensor) -> torch.Tensor:
+    """`_patch_kernel`: sets in `bits` ([N, ceil(V/32)] int32, zeroed) the ids each row's
+    history, bias and earlier drafts touch and returns pval [N, V] float32 holding their
+    penalised, biased logits there (elsewhere unwritten). logits [B, K+1, V] contiguous,
+    drafts [B, K] int64."""
+    bsz, k1, vocab = logits.shape
+    k = k1 - 1
+    pval = torch.empty(bsz * k1, vocab, dtype=torch.float32, device=logits.device)
+    hist_ids, hist_counts = head.hist_ids.contiguous(), head.hist_counts.contiguous()
+    bias_ids, bias_values = head.bias_ids.contiguous(), head.bias_values.contiguous()
+    tk._patch_kernel[(bsz * k1,)](
+        logits, logits.stride(1), hist_ids, hist_counts, hist_ids.shape[1], bias_ids,
+        bias_values, bias_ids.shape[1], drafts, drafts if num_draft is None else num_draft, k,
+        k1, head.repetition_penalty, head.frequency_penalty, head.presence_penalty, bits, pval,
+        vocab, bits.shape[1], HAS_HIST=head.any_penalty, HAS_BIAS=head.any_bias,
+        HAS_EXTRA=k > 0 and head.any_penalty, HAS_ND=num_draft is not None,
+        BLOCK_H=min(512, tk.next_pow2(hist_ids.shape[1])),
+        BLOCK_B=min(64, tk.next_pow2(bias_ids.shape[1])), BLOCK_K=tk.next_pow2(k), **OPTS)
+    return pval
 
 
 def _draft_probs(draft_probs: DraftProbs, drafts: torch.Tensor, dev: torch.device,

@@ -7,9 +7,8 @@ K and the dtype. Processed values are recomputed on the fly from the logits by `
 (grammar bit, sparse penalty/bias patch, temperature): no [B, V] processed tensor is written.
 
 Sparse patch: tokens touched by history, logit bias or earlier drafts get a bit in `bits`
-[N, ceil(V/32)] (zeroed per call) and, at those ids only, an int32 code in `cnt` [N, V]
-(sum over entries of 2**20 + generated count: seen iff >= 2**20) and a bias in `bias` [N, V].
-Both [N, V] buffers are allocated but only touched at the patched ids.
+[N, ceil(V/32)] (zeroed per call) and, at those ids only, their penalised and biased logit in
+`pval` [N, V] (allocated, but touched only at the patched ids).
 """
 
 from __future__ import annotations
@@ -154,61 +153,77 @@ def _keep(x, x_lo, m0, s_a, pthr, minp):
 
 
 @triton.jit
-def _patch_value(logits_ptr, n, row_stride, ids, ok, cbase, bbase, pbase, rep, freq, pres):
-    """Store the penalised, biased logit (before temperature) at ids: torch's order."""
+def _write_patch(logits_ptr, n, row_stride, ids, ok, seen, cnt, bv, rep, freq, pres, pbase,
+                 bits_row):
+    """Store the penalised, biased logit (before temperature) at ids, in torch's order of
+    operations, and set their bits: repetition if seen, - freq * generated count,
+    - presence if generated, + bias."""
     x = tl.load(logits_ptr + n.to(tl.int64) * row_stride + ids, mask=ok, other=0.0)
     x = x.to(tl.float32)
-    code = tl.load(cbase + ids, mask=ok, other=0, volatile=True)
-    bv = tl.load(bbase + ids, mask=ok, other=0.0, volatile=True)
-    cnt = (code & 1048575).to(tl.float32)
-    y = tl.where(code >= 1048576, tl.where(x > 0, _div(x, rep), x * rep), x)
-    y = y - freq * cnt
-    y = y - pres * (cnt > 0).to(tl.float32)
+    c = cnt.to(tl.float32)
+    y = tl.where(seen, tl.where(x > 0, _div(x, rep), x * rep), x)
+    y = y - freq * c
+    y = y - pres * (c > 0).to(tl.float32)
     tl.store(pbase + ids, y + bv, mask=ok)
+    tl.atomic_or(bits_row + ids // 32, (1 << (ids % 32)).to(tl.int32), mask=ok)
 
 
 @triton.jit
-def _patch_ids(phase: tl.constexpr, ids, ok, code, val, logits_ptr, n, row_stride, cbase,
-               bbase, pbase, bits_row, rep, freq, pres, ADD_CODE: tl.constexpr,
-               ADD_BIAS: tl.constexpr):
-    """One phase of `_patch_kernel` at a group of ids: 0 zeroes the count code and bias,
-    1 adds `code` / `val` and sets the token bits (atomics), 2 writes the patched value."""
-    if phase == 0:
-        tl.store(cbase + ids, tl.zeros_like(ids).to(tl.int32), mask=ok)
-        tl.store(bbase + ids, tl.zeros_like(ids).to(tl.float32), mask=ok)
-    elif phase == 1:
-        if ADD_CODE:
-            tl.atomic_add(cbase + ids, code + tl.zeros_like(ids).to(tl.int32), mask=ok)
-        if ADD_BIAS:
-            tl.atomic_add(bbase + ids, val + tl.zeros_like(ids).to(tl.float32), mask=ok)
-        tl.atomic_or(bits_row + ids // 32, (1 << (ids % 32)).to(tl.int32), mask=ok)
-    else:
-        _patch_value(logits_ptr, n, row_stride, ids, ok, cbase, bbase, pbase, rep, freq, pres)
+def _count_in(ids, other, other_ok):
+    """Per id, how many valid entries of `other` equal it."""
+    return tl.sum(((ids[:, None] == other[None, :]) & other_ok[None, :]).to(tl.int32), 1)
+
+
+@triton.jit
+def _bias_for(ids, bias_ids_ptr, bias_val_ptr, b, bias_cap, BLOCK_B: tl.constexpr):
+    """Per id, its logit bias (0 if it has none; bias ids are unique per request)."""
+    bv = tl.zeros(ids.shape, tl.float32)
+    bb = tl.arange(0, BLOCK_B)
+    for start in range(0, bias_cap, BLOCK_B):
+        h = start + bb
+        bid = tl.load(bias_ids_ptr + b.to(tl.int64) * bias_cap + h, mask=h < bias_cap, other=-1)
+        val = tl.load(bias_val_ptr + b.to(tl.int64) * bias_cap + h, mask=h < bias_cap,
+                      other=0.0)
+        bv += tl.sum(tl.where((ids[:, None] == bid[None, :]) & (bid[None, :] >= 0),
+                              val[None, :], 0.0), 1)
+    return bv
+
+
+@triton.jit
+def _in_list(ids, list_ptr, b, cap, BLOCK_C: tl.constexpr):
+    """Per id, whether request b's list (history or bias ids, [B, cap], -1 padded) holds it."""
+    found = tl.zeros(ids.shape, tl.int32)
+    hc = tl.arange(0, BLOCK_C)
+    for start in range(0, cap, BLOCK_C):
+        h = start + hc
+        hid = tl.load(list_ptr + b.to(tl.int64) * cap + h, mask=h < cap, other=-1)
+        found += _count_in(ids, hid, hid >= 0)
+    return found > 0
 
 
 @triton.jit
 def _patch_kernel(logits_ptr, row_stride, hist_ids_ptr, hist_cnt_ptr, hist_cap, bias_ids_ptr,
                   bias_val_ptr, bias_cap, draft_ptr, ndraft_ptr, K, K1, rep_ptr, freq_ptr,
-                  pres_ptr, bits_ptr, cnt_ptr, bias_ptr, pval_ptr, V, W,
+                  pres_ptr, bits_ptr, pval_ptr, V, W,
                   HAS_HIST: tl.constexpr, HAS_BIAS: tl.constexpr, HAS_EXTRA: tl.constexpr,
                   HAS_ND: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_B: tl.constexpr,
                   BLOCK_K: tl.constexpr):
     """One program per row n, over the ids its history, logit bias and earlier drafts touch
-    (never the whole vocabulary). Phase 0 zeroes the count code and bias there; phase 1
-    accumulates them and the bit per token with atomics (duplicates sum, as scatter_add
-    does); phase 2 writes the processed value, so the other kernels read one float per
-    patched token (count code = sum over entries of 2**20 + generated count)."""
+    (never the whole vocabulary): the processed value at each such id, written once by the
+    id's owner, and its bit. History ids are unique per request (the batch merges prompt
+    and output) and so are bias ids; an id is owned by its history entry, else by its bias
+    entry, else by its first earlier draft. The owner gathers the id's other contributions
+    by comparing against the (short) other groups in registers: no [N, V] scratch, no
+    atomics but the bits, no phases. Generated count = output count + equal earlier drafts;
+    seen = in the history or among the earlier drafts."""
     n = tl.program_id(0)
     b = n // K1
     j = n % K1
-    cbase = cnt_ptr + n.to(tl.int64) * V
-    bbase = bias_ptr + n.to(tl.int64) * V
     pbase = pval_ptr + n.to(tl.int64) * V
+    bits_row = bits_ptr + n.to(tl.int64) * W
     rep = tl.load(rep_ptr + b)
     freq = tl.load(freq_ptr + b)
     pres = tl.load(pres_ptr + b)
-    hb = tl.arange(0, BLOCK_H)
-    bb = tl.arange(0, BLOCK_B)
     kb = tl.arange(0, BLOCK_K)
     if HAS_EXTRA:
         if HAS_ND:
@@ -217,37 +232,47 @@ def _patch_kernel(logits_ptr, row_stride, hist_ids_ptr, hist_cnt_ptr, hist_cap, 
             nd = K
         xd = tl.load(draft_ptr + b * K + kb, mask=kb < K, other=-1)
         xd_ok = (kb < j) & (kb < nd) & (xd >= 0) & (xd < V)
-    bits_row = bits_ptr + n.to(tl.int64) * W
-    for phase in tl.static_range(3):
+    else:
+        xd = tl.full([BLOCK_K], -1, tl.int64)
+        xd_ok = kb < 0
+    if HAS_HIST:
+        hb = tl.arange(0, BLOCK_H)
+        for start in range(0, hist_cap, BLOCK_H):
+            h = start + hb
+            ids = tl.load(hist_ids_ptr + b.to(tl.int64) * hist_cap + h, mask=h < hist_cap,
+                          other=-1)
+            ok = (ids >= 0) & (ids < V)
+            cnt = tl.load(hist_cnt_ptr + b.to(tl.int64) * hist_cap + h, mask=ok, other=0)
+            cnt += _count_in(ids, xd, xd_ok)
+            bv = tl.zeros([BLOCK_H], tl.float32)
+            if HAS_BIAS:
+                bv = _bias_for(ids, bias_ids_ptr, bias_val_ptr, b, bias_cap, 16)
+            _write_patch(logits_ptr, n, row_stride, ids, ok, ok, cnt, bv, rep, freq, pres,
+                         pbase, bits_row)
+    if HAS_BIAS:
+        bb = tl.arange(0, BLOCK_B)
+        for start in range(0, bias_cap, BLOCK_B):
+            h = start + bb
+            ids = tl.load(bias_ids_ptr + b.to(tl.int64) * bias_cap + h, mask=h < bias_cap,
+                          other=-1)
+            ok = (ids >= 0) & (ids < V)
+            if HAS_HIST:
+                ok = ok & (_in_list(ids, hist_ids_ptr, b, hist_cap, 64) == 0)
+            val = tl.load(bias_val_ptr + b.to(tl.int64) * bias_cap + h, mask=ok, other=0.0)
+            cnt = _count_in(ids, xd, xd_ok)
+            _write_patch(logits_ptr, n, row_stride, ids, ok, cnt > 0, cnt, val, rep, freq,
+                         pres, pbase, bits_row)
+    if HAS_EXTRA:
+        cnt = _count_in(xd, xd, xd_ok)
+        same = (xd[:, None] == xd[None, :]) & xd_ok[None, :]
+        first = tl.sum((same & (kb[None, :] < kb[:, None])).to(tl.int32), 1) == 0
+        ok = xd_ok & first
         if HAS_HIST:
-            for start in range(0, hist_cap, BLOCK_H):
-                h = start + hb
-                ids = tl.load(hist_ids_ptr + b.to(tl.int64) * hist_cap + h, mask=h < hist_cap,
-                              other=-1)
-                ok = (ids >= 0) & (ids < V)
-                code = tl.zeros_like(ids).to(tl.int32)
-                if phase == 1:
-                    code = (tl.load(hist_cnt_ptr + b.to(tl.int64) * hist_cap + h, mask=ok,
-                                    other=0) + 1048576).to(tl.int32)
-                _patch_ids(phase, ids, ok, code, 0.0, logits_ptr, n, row_stride, cbase, bbase,
-                           pbase, bits_row, rep, freq, pres, True, False)
+            ok = ok & (_in_list(xd, hist_ids_ptr, b, hist_cap, 64) == 0)
         if HAS_BIAS:
-            for start in range(0, bias_cap, BLOCK_B):
-                h = start + bb
-                ids = tl.load(bias_ids_ptr + b.to(tl.int64) * bias_cap + h, mask=h < bias_cap,
-                              other=-1)
-                ok = (ids >= 0) & (ids < V)
-                val = tl.zeros_like(ids).to(tl.float32)
-                if phase == 1:
-                    val = tl.load(bias_val_ptr + b.to(tl.int64) * bias_cap + h, mask=ok,
-                                  other=0.0)
-                _patch_ids(phase, ids, ok, 0, val, logits_ptr, n, row_stride, cbase, bbase,
-                           pbase, bits_row, rep, freq, pres, False, True)
-        if HAS_EXTRA:
-            _patch_ids(phase, xd, xd_ok, 1048577, 0.0, logits_ptr, n, row_stride, cbase,
-                       bbase, pbase, bits_row, rep, freq, pres, True, False)
-        if phase < 2:
-            tl.debug_barrier()
+            ok = ok & (_in_list(xd, bias_ids_ptr, b, bias_cap, 16) == 0)
+        _write_patch(logits_ptr, n, row_stride, xd, ok, ok, cnt, 0.0, rep, freq, pres, pbase,
+                     bits_row)
 
 
 @triton.jit

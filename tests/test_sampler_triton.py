@@ -4,7 +4,8 @@ Vocab 111 and 1000 (several tiles, partial last tile), B = 8 rows that differ in
 setting (greedy, top-k incl. k near V, top-p incl. flat rows that need the exact bisection,
 min-p, penalties over a history, logit bias, grammar bitmasks), fp32/bf16/fp16 logits, flat
 (slow path) and peaked (candidate path) rows, a grammar edge inside a tile (candidate path),
-a tile with more candidates than slots, and verify with K up to 3 for none/dense/sparse
+a tile with more candidates than slots, the patch kernel's values where history, bias and
+drafts overlap, and verify with K up to 3 for none/dense/sparse
 draft probabilities, mixed num_draft and none given.
 
 The interpreter runs in two subprocesses (one per vocab, in parallel), so TRITON_INTERPRET
@@ -79,6 +80,8 @@ def run_group(vocab: int) -> dict[str, list]:
             a = ref.sample(logits, batch).tokens
             b = tri.sample(logits, batch).tokens
             results[f"sample-{str(dtype)[6:]}-{seed}"] = _diff(a, b)
+    if vocab < 200:
+        results["patch-values"] = _patch_values(vocab)
     if vocab >= 1000:
         results["sample-grammar-edge"] = _grammar_edge(vocab)
         results["sample-tile-overflow"] = _tile_overflow(vocab)
@@ -108,6 +111,51 @@ def run_group(vocab: int) -> dict[str, list]:
     b = tri.verify(peaked, drafts, batch)
     results["verify-peaked"] = _diff(a.tokens, b.tokens) + _diff(a.num_accepted, b.num_accepted)
     return results
+
+
+def _patch_values(vocab: int) -> list:
+    """The patch kernel alone, on verify rows whose history, logit bias and earlier drafts
+    overlap (an id in all three, repeated drafts, a draft past num_draft): the patched ids
+    are exactly history | bias | earlier drafts, and the value there is bit-identical to the
+    torch processing (penalties from the history plus the earlier drafts, then bias)."""
+    import torch
+
+    from sampler import SamplingBatch, SamplingParams
+    from sampler import triton_backend as tri
+    from sampler.processing import process
+    from sampler.torch_backend import _expand_positions
+
+    k = 3
+    params = [SamplingParams(repetition_penalty=1.3, frequency_penalty=0.4, presence_penalty=0.3,
+                             logit_bias={5: 2.0, 9: -1.0, 40: 0.5}),
+              SamplingParams(repetition_penalty=1.5, logit_bias={5: 3.0}),
+              SamplingParams(frequency_penalty=0.7, logit_bias={9: 1.0}),
+              SamplingParams(presence_penalty=0.9)]
+    prompts = [[5, 9, 9, 20], [5, 40], [9, 30, 31], [1, 2, 3]]
+    outputs = [[9, 20, 20], [40, 40], [], [5, 5, 6]]
+    batch = SamplingBatch.from_requests(params, prompts, outputs, vocab, num_positions=k + 1)
+    drafts = torch.tensor([[5, 5, 9], [40, 7, 40], [9, 9, 9], [6, 50, 6]])
+    num_draft = torch.tensor([3, 2, 1, 3])
+    logits = torch.randn(4, k + 1, vocab, generator=torch.Generator().manual_seed(3)) * 3
+    head = batch.head(4)
+    bits = torch.zeros(4 * (k + 1), (vocab + 31) // 32, dtype=torch.int32)
+    pval = tri.patch(logits, drafts, num_draft, head, bits)
+    rows, _, earlier = _expand_positions(batch, 4, k + 1, drafts, num_draft)
+    want = process(logits.reshape(-1, vocab), rows, None, earlier).scores
+    ids = torch.arange(vocab)
+    hit = ((bits[:, ids // 32] >> (ids % 32)) & 1) != 0
+    touched = torch.zeros_like(hit)
+    for n in range(4 * (k + 1)):
+        b = n // (k + 1)
+        for t in prompts[b] + outputs[b] + list(params[b].logit_bias or {}) + \
+                [int(d) for d in earlier[n] if d >= 0]:
+            touched[n, t] = True
+    out = []
+    if not torch.equal(hit, touched):
+        out.append(f"patched ids {hit.nonzero().tolist()} != {touched.nonzero().tolist()}")
+    if not torch.equal(pval[hit], want[hit]):
+        out.append(f"values {pval[hit].tolist()} != {want[hit].tolist()}")
+    return out
 
 
 def _grammar_edge(vocab: int) -> list:
