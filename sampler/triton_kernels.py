@@ -169,6 +169,12 @@ def _write_patch(logits_ptr, n, row_stride, ids, ok, seen, cnt, bv, rep, freq, p
 
 
 @triton.jit
+def _list_at(ptr, b, cap, h, other):
+    """Entries h of request b's row of a [B, cap] list (`other` past cap)."""
+    return tl.load(ptr + b.to(tl.int64) * cap + h, mask=h < cap, other=other)
+
+
+@triton.jit
 def _count_in(ids, other, other_ok):
     """Per id, how many valid entries of `other` equal it."""
     return tl.sum(((ids[:, None] == other[None, :]) & other_ok[None, :]).to(tl.int32), 1)
@@ -181,9 +187,8 @@ def _bias_for(ids, bias_ids_ptr, bias_val_ptr, b, bias_cap, BLOCK_B: tl.constexp
     bb = tl.arange(0, BLOCK_B)
     for start in range(0, bias_cap, BLOCK_B):
         h = start + bb
-        bid = tl.load(bias_ids_ptr + b.to(tl.int64) * bias_cap + h, mask=h < bias_cap, other=-1)
-        val = tl.load(bias_val_ptr + b.to(tl.int64) * bias_cap + h, mask=h < bias_cap,
-                      other=0.0)
+        bid = _list_at(bias_ids_ptr, b, bias_cap, h, -1)
+        val = _list_at(bias_val_ptr, b, bias_cap, h, 0.0)
         bv += tl.sum(tl.where((ids[:, None] == bid[None, :]) & (bid[None, :] >= 0),
                               val[None, :], 0.0), 1)
     return bv
@@ -196,7 +201,7 @@ def _in_list(ids, list_ptr, b, cap, BLOCK_C: tl.constexpr):
     hc = tl.arange(0, BLOCK_C)
     for start in range(0, cap, BLOCK_C):
         h = start + hc
-        hid = tl.load(list_ptr + b.to(tl.int64) * cap + h, mask=h < cap, other=-1)
+        hid = _list_at(list_ptr, b, cap, h, -1)
         found += _count_in(ids, hid, hid >= 0)
     return found > 0
 
@@ -239,10 +244,9 @@ def _patch_kernel(logits_ptr, row_stride, hist_ids_ptr, hist_cnt_ptr, hist_cap, 
         hb = tl.arange(0, BLOCK_H)
         for start in range(0, hist_cap, BLOCK_H):
             h = start + hb
-            ids = tl.load(hist_ids_ptr + b.to(tl.int64) * hist_cap + h, mask=h < hist_cap,
-                          other=-1)
+            ids = _list_at(hist_ids_ptr, b, hist_cap, h, -1)
             ok = (ids >= 0) & (ids < V)
-            cnt = tl.load(hist_cnt_ptr + b.to(tl.int64) * hist_cap + h, mask=ok, other=0)
+            cnt = tl.where(ok, _list_at(hist_cnt_ptr, b, hist_cap, h, 0), 0)
             cnt += _count_in(ids, xd, xd_ok)
             bv = tl.zeros([BLOCK_H], tl.float32)
             if HAS_BIAS:
@@ -253,12 +257,11 @@ def _patch_kernel(logits_ptr, row_stride, hist_ids_ptr, hist_cnt_ptr, hist_cap, 
         bb = tl.arange(0, BLOCK_B)
         for start in range(0, bias_cap, BLOCK_B):
             h = start + bb
-            ids = tl.load(bias_ids_ptr + b.to(tl.int64) * bias_cap + h, mask=h < bias_cap,
-                          other=-1)
+            ids = _list_at(bias_ids_ptr, b, bias_cap, h, -1)
             ok = (ids >= 0) & (ids < V)
             if HAS_HIST:
                 ok = ok & (_in_list(ids, hist_ids_ptr, b, hist_cap, 64) == 0)
-            val = tl.load(bias_val_ptr + b.to(tl.int64) * bias_cap + h, mask=ok, other=0.0)
+            val = tl.where(ok, _list_at(bias_val_ptr, b, bias_cap, h, 0.0), 0.0)
             cnt = _count_in(ids, xd, xd_ok)
             _write_patch(logits_ptr, n, row_stride, ids, ok, cnt > 0, cnt, val, rep, freq,
                          pres, pbase, bits_row)
