@@ -5,7 +5,7 @@ setting (greedy, top-k incl. k near V, top-p incl. flat rows that need the exact
 min-p, penalties over a history, logit bias, grammar bitmasks), fp32/bf16/fp16 logits, flat
 (slow path) and peaked (candidate path) rows, a grammar edge inside a tile (candidate path),
 a tile with more candidates than slots, the patch kernel's values where history, bias and
-drafts overlap, and verify with K up to 3 for none/dense/sparse
+drafts overlap and for long lists, and verify with K up to 3 for none/dense/sparse
 draft probabilities, mixed num_draft and none given.
 
 The interpreter runs in two subprocesses (one per vocab, in parallel), so TRITON_INTERPRET
@@ -83,6 +83,7 @@ def run_group(vocab: int) -> dict[str, list]:
     if vocab < 200:
         results["patch-values"] = _patch_values(vocab)
     if vocab >= 1000:
+        results["patch-long-lists"] = _patch_long(vocab)
         results["sample-grammar-edge"] = _grammar_edge(vocab)
         results["sample-tile-overflow"] = _tile_overflow(vocab)
     k = 3 if vocab < 200 else 2
@@ -115,17 +116,11 @@ def run_group(vocab: int) -> dict[str, list]:
 
 def _patch_values(vocab: int) -> list:
     """The patch kernel alone, on verify rows whose history, logit bias and earlier drafts
-    overlap (an id in all three, repeated drafts, a draft past num_draft): the patched ids
-    are exactly history | bias | earlier drafts, and the value there is bit-identical to the
-    torch processing (penalties from the history plus the earlier drafts, then bias)."""
+    overlap (an id in all three, repeated drafts, a draft past num_draft): see `_check_patch`."""
     import torch
 
-    from sampler import SamplingBatch, SamplingParams
-    from sampler import triton_backend as tri
-    from sampler.processing import process
-    from sampler.torch_backend import _expand_positions
+    from sampler import SamplingParams
 
-    k = 3
     params = [SamplingParams(repetition_penalty=1.3, frequency_penalty=0.4, presence_penalty=0.3,
                              logit_bias={5: 2.0, 9: -1.0, 40: 0.5}),
               SamplingParams(repetition_penalty=1.5, logit_bias={5: 3.0}),
@@ -133,19 +128,51 @@ def _patch_values(vocab: int) -> list:
               SamplingParams(presence_penalty=0.9)]
     prompts = [[5, 9, 9, 20], [5, 40], [9, 30, 31], [1, 2, 3]]
     outputs = [[9, 20, 20], [40, 40], [], [5, 5, 6]]
-    batch = SamplingBatch.from_requests(params, prompts, outputs, vocab, num_positions=k + 1)
     drafts = torch.tensor([[5, 5, 9], [40, 7, 40], [9, 9, 9], [6, 50, 6]])
-    num_draft = torch.tensor([3, 2, 1, 3])
-    logits = torch.randn(4, k + 1, vocab, generator=torch.Generator().manual_seed(3)) * 3
-    head = batch.head(4)
-    bits = torch.zeros(4 * (k + 1), (vocab + 31) // 32, dtype=torch.int32)
-    pval = tri.patch(logits, drafts, num_draft, head, bits)
-    rows, _, earlier = _expand_positions(batch, 4, k + 1, drafts, num_draft)
-    want = process(logits.reshape(-1, vocab), rows, None, earlier).scores
+    return _check_patch(vocab, params, prompts, outputs, drafts, torch.tensor([3, 2, 1, 3]))
+
+
+def _patch_long(vocab: int) -> list:
+    """The same for long lists: 700 distinct history ids and 100 bias entries (several
+    chunks of each in the kernel), drafts inside both."""
+    import torch
+
+    from sampler import SamplingParams
+
+    g = torch.Generator().manual_seed(4)
+    hist = torch.randperm(vocab, generator=g)[:700].tolist()
+    bias = {int(t): float(v) for t, v in zip(torch.randperm(vocab, generator=g)[:100],
+                                             torch.randn(100, generator=g))}
+    params = [SamplingParams(repetition_penalty=1.2, frequency_penalty=0.3, presence_penalty=0.1,
+                             logit_bias=bias), SamplingParams(frequency_penalty=0.5)]
+    prompts, outputs = [hist[:400], hist[100:200]], [hist[300:] + hist[350:500], hist[:50]]
+    drafts = torch.tensor([[hist[0], next(iter(bias)), 999], [hist[60], hist[60], hist[10]]])
+    return _check_patch(vocab, params, prompts, outputs, drafts, None)
+
+
+def _check_patch(vocab, params, prompts, outputs, drafts, num_draft) -> list:
+    """Run `triton_backend.patch` for these requests (verify, K = drafts' width): the patched
+    ids are exactly history | bias | earlier drafts, and the value there is bit-identical to
+    the torch processing (penalties from the history plus the earlier drafts, then bias)."""
+    import torch
+
+    from sampler import SamplingBatch
+    from sampler import triton_backend as tri
+    from sampler.processing import process
+    from sampler.torch_backend import _expand_positions
+
+    rows, k = drafts.shape
+    batch = SamplingBatch.from_requests(params, prompts, outputs, vocab, num_positions=k + 1)
+    logits = torch.randn(rows, k + 1, vocab, generator=torch.Generator().manual_seed(3)) * 3
+    bits = torch.zeros(rows * (k + 1), (vocab + 31) // 32, dtype=torch.int32)
+    pval = tri.patch(logits, drafts, num_draft, batch.head(rows), bits)
+    nd = torch.full((rows,), k) if num_draft is None else num_draft
+    expanded, _, earlier = _expand_positions(batch, rows, k + 1, drafts, nd)
+    want = process(logits.reshape(-1, vocab), expanded, None, earlier).scores
     ids = torch.arange(vocab)
     hit = ((bits[:, ids // 32] >> (ids % 32)) & 1) != 0
     touched = torch.zeros_like(hit)
-    for n in range(4 * (k + 1)):
+    for n in range(rows * (k + 1)):
         b = n // (k + 1)
         for t in prompts[b] + outputs[b] + list(params[b].logit_bias or {}) + \
                 [int(d) for d in earlier[n] if d >= 0]:
