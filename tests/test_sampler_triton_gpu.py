@@ -5,7 +5,8 @@ eager for bucketed batch sizes, no host sync, and the target law (chi-square, fa
 
 Equality is counted, not all-or-nothing. Per-token weights are bit-identical to torch's
 (libdevice expf, IEEE division, no FMA contraction), but sums are taken in another order:
-torch's float32 cumsum over V tokens vs tile masses + in-tile cumsum. Analysis of every
+the reference's cumsum over V tokens vs tile masses + in-tile prefix (both float64 prefixes
+since run 5; the tile masses stay float32 sums of exp(x - tile max)). Analysis of every
 differing draw on an H200 (bench/NOTES-sampler.md, 10 of 39 360, all at V >= 49152, all
 stochastic rows without top-k/top-p but one, 9 of 10 residual or plain draws with top_p = 1):
 each is a CDF-boundary tie, the target u * S within 8e-9 .. 7.3e-7 * S of the cumulative
