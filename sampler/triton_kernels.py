@@ -336,11 +336,12 @@ def _tile_kernel(logits_ptr, row_stride, V, K1, temp_ptr,
         need = (temp_raw != 0) & ((tl.load(topk_ptr + b) > 0) | (tl.load(topp_ptr + b) < 1)
                                   | (tl.load(minp_ptr + b) > 0))
         if need:
-            # at most jj rows have a max above thr (J, or fewer when few rows hold a finite
-            # token, as at the edge of a grammar's allowed range: then at most 32 * jj tokens)
+            # at most jj rows have a max above thr: J, or half the rows holding a finite token
+            # when fewer do (the edge of a grammar's allowed range): with J of 17 live rows,
+            # the threshold would be the lowest row max and most such tiles would overflow
             live = rmax > float("-inf")
             nlive = tl.sum(live.to(tl.int32), 0)
-            jj = tl.where(nlive > J, J, tl.maximum(nlive // 4, 1))
+            jj = tl.maximum(tl.minimum(nlive // 2, J), 1)
             if PROBE == 2:  # measurement only: thr = the (jj+1)-th largest row max (a sort)
                 srt = tl.sort(rmax, 0, descending=True)
                 thr = tl.max(tl.where(tl.arange(0, NW) == jj, srt, float("-inf")), 0)
