@@ -43,6 +43,7 @@ from sampler.torch_backend import DraftProbs, _expand_positions
 C = int(os.environ.get("SONICSPEC_C", "32"))  # candidates per tile
 TILE_WARPS = int(os.environ.get("SONICSPEC_TILE_WARPS", "4"))
 FINISH_WARPS = int(os.environ.get("SONICSPEC_FINISH_WARPS", "8"))
+J_OVERRIDE = os.environ.get("SONICSPEC_J")  # measurement: rows above a tile's threshold
 CMAX = 128  # candidates per row kept for the exact filters
 CMAX2 = 512  # tokens per row the second chance collects
 BLOCK_Q = 8
@@ -68,7 +69,7 @@ def rank_j(bv: int) -> int:
     rows = bv // 32
     if bv <= C:
         return rows
-    return int(os.environ.get("SONICSPEC_J", min(C // 2, max(1, rows // 4))))
+    return int(J_OVERRIDE) if J_OVERRIDE else min(C // 2, max(1, rows // 4))
 
 
 def sample(logits: torch.Tensor, batch: SamplingBatch) -> SampleOutput:

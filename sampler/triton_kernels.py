@@ -351,9 +351,10 @@ def _tile_kernel(logits_ptr, row_stride, V, K1, temp_ptr,
                 cc = tl.cumsum(tl.histogram(gb, 64, mask=live), 0)
                 top = tl.max(tl.where(cc <= jj, tl.arange(0, 64), -1), 0)
                 thr = tl.max(tl.where(live & (gb > top), rmax, float("-inf")), 0)
-            if HAS_GRAMMAR:  # a tile with at most C allowed tokens keeps them all
-                nf = tl.sum(tl.sum((x > float("-inf")).to(tl.int32), 1), 0)
-                thr = tl.where(nf <= C, float("-inf"), thr)
+            if HAS_GRAMMAR:  # noqa: SIM102 - a constexpr branch around a runtime one
+                if has_g != 0:  # a tile with at most C allowed tokens keeps them all
+                    nf = tl.sum(tl.sum((x > float("-inf")).to(tl.int32), 1), 0)
+                    thr = tl.where(nf <= C, float("-inf"), thr)
             sel = x > thr
             if PROBE != 1:  # PROBE 1, measurement only: no compaction
                 _compact(cval_ptr, cid_ptr, tcnt_ptr, o, x, offs, sel, C, BLOCK_V)
