@@ -3,7 +3,7 @@
 # is named, then the stages of gpu_sampler.sh. The device tool brings back at most 8 files
 # from $OUT, so everything is written to a work folder and packed into one archive; the
 # benchmark table and the test summary also come back as plain files.
-#   OUT=... bash bench/gpu_all.sh [tests] [smoke] [bench] [flat] [profile] [sweep]
+#   OUT=... bash bench/gpu_all.sh [tests] [smoke] [bench] [flat] [profile] [sweep] [probe]
 set -uo pipefail
 DEST=${OUT:-/tmp/out}; mkdir -p "$DEST"
 WORK=$(mktemp -d /tmp/gpuwork.XXXX)
@@ -17,7 +17,7 @@ for s in "$@"; do
   fi
 done
 if [ ${#stages[@]} -gt 0 ]; then OUT=$WORK bash bench/gpu_sampler.sh "${stages[@]}"; fi
-for f in bench8.log sweep.log profile.log smoke.log; do
+for f in bench8.log sweep.log profile.log smoke.log probe.log; do
   [ -f "$WORK/$f" ] && cp "$WORK/$f" "$DEST/"
 done
 tar czf "$DEST/gpu-results.tar.gz" -C "$WORK" .

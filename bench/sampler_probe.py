@@ -39,15 +39,14 @@ def tile_variants(rows: int, vocab: int, bw: float) -> None:
     floor = rows * vocab * 4 / bw * 1e6
     for name, cand, patch, gram, probe in (
             ("all", True, True, True, 0), ("no-cand", False, True, True, 0),
-            ("cand-only", True, False, False, 0), ("cand-nocompact", True, False, False, 1),
-            ("cand-sortthr", True, False, False, 2), ("all-sortthr", True, True, True, 2),
+            ("cand-only", True, False, False, 0), ("cand-nostore", True, False, False, 1),
             ("stats-only", False, False, False, 0)):
         def launch(cand=cand, patch=patch, gram=gram, probe=probe):
             return tk._tile_kernel[(n, tiles)](
                 logits, logits.stride(0), vocab, 1, head.temperature, gm, gm.stride(0),
                 gm.stride(1), head.has_grammar, bits, pval, words,
                 head.top_k, head.top_p, head.min_p, *out, T_PAD=t_pad, C=tri.C,
-                J=tri.rank_j(bv), BLOCK_V=bv,
+                BLOCK_V=bv,
                 HAS_GRAMMAR=gram, HAS_PATCH=patch, HAS_CAND=cand, PROBE=probe,
                 num_warps=tri.TILE_WARPS, **tri.OPTS)
         kern = launch()

@@ -1,8 +1,8 @@
 """The Triton backend: `sample` and `verify` as one fixed launch sequence of fused kernels.
 
 Same API and results as `sampler.torch_backend` (token for token for seeded requests, up to
-rounding ties: tile masses are float32 sums of exp(x - tile max), the reference sums
-exp(x - row max) directly; both take the inverse-CDF prefixes in float64). Launch sequence
+rounding ties: tile masses are float32 sums of exp2-based exp(x - tile max), the reference
+sums expf(x - row max) directly; both take the inverse-CDF prefixes in float64). Launch sequence
 per call, every kernel gridded over rows (N = B * (K+1)), (rows, vocabulary tiles) or
 requests:
 
@@ -11,8 +11,9 @@ requests:
    whole vocabulary) the penalised, biased logit, written once by each id's owner entry
    (no [N, V] scratch, no phases), so a tile reads one bit per token.
 2. `_tile_kernel` (N, T): the one full read of the logits. Per tile: max, sum exp, argmax;
-   for rows with top-k/top-p/min-p up to C candidates: the tokens above a threshold taken
-   from the tile's row maxima alone (so that they lie in at most J rows), with that bound.
+   for rows with top-k/top-p/min-p up to C candidates: the maxima of the 32-token rows
+   that exceed every row's second value (that value is the tile's bound: every token above
+   it is a candidate), with no per-token selection or compaction.
 3. `_finish_kernel` (N): everything after the read. Merges the tiles; greedy rows take the
    argmax; unfiltered rows draw a tile by mass and the token inside it (one tile re-read);
    filtered rows resolve top-k/top-p/min-p exactly from the candidates when the bounds
@@ -43,7 +44,6 @@ from sampler.torch_backend import DraftProbs, _expand_positions
 C = int(os.environ.get("SONICSPEC_C", "32"))  # candidates per tile
 TILE_WARPS = int(os.environ.get("SONICSPEC_TILE_WARPS", "4"))
 FINISH_WARPS = int(os.environ.get("SONICSPEC_FINISH_WARPS", "8"))
-J_OVERRIDE = os.environ.get("SONICSPEC_J")  # measurement: rows above a tile's threshold
 CMAX = 128  # candidates per row kept for the exact filters
 CMAX2 = 512  # tokens per row the second chance collects
 BLOCK_Q = 8
@@ -60,16 +60,6 @@ def block_v(vocab: int) -> int:
     if os.environ.get("TRITON_INTERPRET") == "1":
         return 256 if vocab > 256 else 64
     return 2048
-
-
-def rank_j(bv: int) -> int:
-    """At most J of a tile's BLOCK_V / 32 rows have a max above its candidate threshold, so
-    about J tokens lie above it (at most C fit; tiles of at most C tokens take every token).
-    SONICSPEC_J overrides (measurement)."""
-    rows = bv // 32
-    if bv <= C:
-        return rows
-    return int(J_OVERRIDE) if J_OVERRIDE else min(C // 2, max(1, rows // 4))
 
 
 def sample(logits: torch.Tensor, batch: SamplingBatch) -> SampleOutput:
@@ -146,12 +136,8 @@ def _run(logits: torch.Tensor, drafts: torch.Tensor, batch: SamplingBatch,
         gmask, g_sb, g_sj = head.has_grammar, 0, 0
     has_patch = head.any_penalty or head.any_bias
     has_filter = head.max_top_k > 0 or head.any_top_p or head.any_min_p
-    # one memset for the token bits of the patch and the tiles' atomic slot counters
-    n_bits = n * words if has_patch else 0
-    zeroed = torch.zeros(n_bits + (n * t_pad if has_filter else 0), dtype=torch.int32,
-                         device=dev)
-    if has_patch:
-        bits = zeroed[:n_bits].view(n, words)
+    if has_patch:  # the one memset: a bit per token
+        bits = torch.zeros(n, words, dtype=torch.int32, device=dev)
         pval = patch(logits, drafts, n_draft if has_nd else None, head, bits)
     else:
         bits = pval = torch.empty(1, dtype=torch.int32, device=dev)
@@ -163,7 +149,7 @@ def _run(logits: torch.Tensor, drafts: torch.Tensor, batch: SamplingBatch,
     tsum = torch.empty(n, t_pad, **f32)
     targ = torch.empty(n, t_pad, dtype=torch.int32, device=dev)
     if has_filter:
-        tcnt = zeroed[n_bits:].view(n, t_pad)  # atomic slot counters
+        tcnt = torch.empty(n, t_pad, dtype=torch.int32, device=dev)
         tbnd = torch.empty(n, t_pad, **f32)
         cval = torch.empty(n, t_pad, C, **f32)
         cid = torch.empty(n, t_pad, C, dtype=torch.int32, device=dev)
@@ -174,7 +160,7 @@ def _run(logits: torch.Tensor, drafts: torch.Tensor, batch: SamplingBatch,
         tbnd = cval = tmax
         sv = sv2 = torch.empty(1, dtype=torch.int64, device=dev)
     tk._tile_kernel[(n, tiles)](*proc_args, *filt, tmax, tsum, targ, tcnt, tbnd, cval, cid,
-                                T_PAD=t_pad, C=C, J=rank_j(bv), BLOCK_V=bv,
+                                T_PAD=t_pad, C=C, BLOCK_V=bv,
                                 HAS_CAND=has_filter, **common,
                                 num_warps=TILE_WARPS, **OPTS)
     q_mode, q, qid, q_len = _draft_probs(draft_probs, drafts, dev)

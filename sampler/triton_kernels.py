@@ -55,30 +55,25 @@ else:
         return tl.math.div_rn(a, b)
 
 
-if INTERPRET:  # the interpreter's vector atomics do not hand out distinct slots
+if INTERPRET:
 
     @triton.jit
-    def _compact(cval_ptr, cid_ptr, cnt_ptr, o, x, offs, sel, C: tl.constexpr,
-                 N: tl.constexpr):
-        """Write the selected (value, id) pairs to the tile's C slots, in id order."""
-        sel1 = tl.reshape(sel, [N])
-        pos = tl.cumsum(sel1.to(tl.int32), 0) - 1
-        tl.store(cval_ptr + o * C + pos, tl.reshape(x, [N]), mask=sel1 & (pos < C))
-        tl.store(cid_ptr + o * C + pos, tl.reshape(offs, [N]), mask=sel1 & (pos < C))
-        tl.store(cnt_ptr + o, tl.sum(sel1.to(tl.int32), 0))
+    def _tdiv(x, rcp, t):
+        return x / t
 
 else:
 
     @triton.jit
-    def _compact(cval_ptr, cid_ptr, cnt_ptr, o, x, offs, sel, C: tl.constexpr,
-                 N: tl.constexpr):
-        """Write the selected (value, id) pairs to the tile's C slots: each takes a slot from
-        an atomic counter (zeroed by the caller; at most C are selected), so the order is
-        arbitrary and the row stage sorts by id. No prefix sum over the tile."""
-        slot = tl.atomic_add(cnt_ptr + o + tl.zeros_like(offs), tl.full(offs.shape, 1, tl.int32),
-                             mask=sel, sem="relaxed")
-        tl.store(cval_ptr + o * C + slot, x, mask=sel & (slot < C))
-        tl.store(cid_ptr + o * C + slot, offs, mask=sel & (slot < C))
+    def _tdiv(x, rcp, t):
+        """x / t correctly rounded, as torch divides, from rcp = RN(1 / t) (computed once per
+        program): Markstein's last step q1 = RN(q0 + r rcp) with q0 = RN(x rcp) and the
+        residual r = x - t q0 exact by FMA. Three instructions a token instead of the ~10 of
+        div.rn's fast path. Exact for normal t in [2^-20, 2^20] (the caller checks) and
+        |x| in [2^-100, 2^100] or 0 (the residual neither underflows nor overflows: any
+        logit). An infinite x keeps q0 (its residual is NaN)."""
+        q0 = x * rcp
+        e = tl.fma(-q0, t, x)
+        return tl.where(e != e, q0, tl.fma(e, rcp, q0))
 
 
 @triton.jit
@@ -283,21 +278,25 @@ def _tile_kernel(logits_ptr, row_stride, V, K1, temp_ptr,
                  gmask_ptr, g_sb, g_sj, hasg_ptr, bits_ptr, pval_ptr, W,
                  topk_ptr, topp_ptr, minp_ptr,
                  tmax_ptr, tsum_ptr, targ_ptr, tcnt_ptr, tbnd_ptr, cval_ptr, cid_ptr,
-                 T_PAD: tl.constexpr, C: tl.constexpr, J: tl.constexpr, BLOCK_V: tl.constexpr,
+                 T_PAD: tl.constexpr, C: tl.constexpr, BLOCK_V: tl.constexpr,
                  HAS_GRAMMAR: tl.constexpr, HAS_PATCH: tl.constexpr, HAS_CAND: tl.constexpr,
                  PROBE: tl.constexpr = 0):
     """Stage 1, one program per (row n, tile t): reads the tile once and writes its max, sum
     exp(x - max) and lowest id of the max; for rows with a filter, also candidates.
 
     The tile is held as [BLOCK_V / 32, 32]: a row of it is one word of the grammar and patch
-    bit masks, loaded once and shifted per lane (no per-token gather). Candidates without
-    selection passes over the tokens: the threshold `thr` comes from the tile's BLOCK_V / 32
-    row maxima alone (a 64-bin histogram of their log-spaced gaps below the max) so that at
-    most J rows have a max above it: the tokens above it lie in those rows, typically one or
-    two per row. They take the tile's C slots from an atomic counter
-    on the GPU (in no fixed order: the row stage orders them by id); the counter ends at the
-    number selected, so the row stage sees an overflow (more than C) and then trusts only
-    the tile max. `thr` is the tile's bound: every token with x > thr is a candidate."""
+    bit masks, loaded once and shifted per lane (no per-token gather). Every quantity is a
+    reduction along the 32 lanes (a warp's shuffles) or over the BLOCK_V / 32 row results:
+    a few instructions per token, which is what keeps the kernel near the memory floor.
+
+    Candidates: each row's max and the largest second-ranked value of any row, `bound`.
+    Every token above `bound` is the max of its row, so the rows whose max exceeds it are
+    the candidates, one token each, and the tile needs no per-token selection or compaction
+    (slots are a prefix count over the rows). If more than C rows qualify (rare: the top
+    values of a tile almost never fall in more than C distinct rows before two share one),
+    `bound` rises to the (C+1)-th largest row max. A grammar tile with at most C allowed
+    tokens keeps all of them (bound -inf), so sparse grammars resolve from candidates.
+    `tcnt` = the number stored (<= C), `tbnd` = min(bound, tile max)."""
     n = tl.program_id(0)
     t = tl.program_id(1)
     b = n // K1
@@ -306,28 +305,42 @@ def _tile_kernel(logits_ptr, row_stride, V, K1, temp_ptr,
     temp = tl.where(temp_raw == 0, 1.0, temp_raw)
     has_g = tl.load(hasg_ptr + b).to(tl.int32)
     NW: tl.constexpr = BLOCK_V // 32
-    word = t * NW + tl.arange(0, NW)
+    row = tl.arange(0, NW)
+    word = t * NW + row
     lane = tl.arange(0, 32)
     offs = word[:, None] * 32 + lane[None, :]
-    inb = offs < V
-    x = tl.load(logits_ptr + n.to(tl.int64) * row_stride + offs, mask=inb,
+    x = tl.load(logits_ptr + n.to(tl.int64) * row_stride + offs, mask=offs < V,
                 other=float("-inf")).to(tl.float32)
-    if HAS_PATCH:
+    if HAS_PATCH:  # (bits past V are never set)
         pw = tl.load(bits_ptr + n.to(tl.int64) * W + word, mask=word < W, other=0)
-        hit = inb & (((pw[:, None] >> lane[None, :]) & 1) != 0)
+        hit = ((pw[:, None] >> lane[None, :]) & 1) != 0
         x = tl.where(hit, tl.load(pval_ptr + n.to(tl.int64) * V + offs, mask=hit, other=0.0),
                      x)
     if HAS_GRAMMAR:
         gw = tl.load(gmask_ptr + b.to(tl.int64) * g_sb + j * g_sj + word, mask=word < W,
                      other=-1)
-        ok = ((gw[:, None] >> lane[None, :]) & 1) != 0
-        x = tl.where(ok | (has_g == 0), x, float("-inf"))
-    x = tl.where(inb, _div(x, temp), float("-inf"))
+        gw = tl.where(has_g != 0, gw, -1)
+        x = tl.where(((gw[:, None] >> lane[None, :]) & 1) != 0, x, float("-inf"))
+    if temp != 1.0:  # -inf stays -inf
+        if (temp >= 9.5367431640625e-07) & (temp <= 1048576.0):
+            x = _tdiv(x, _div(temp * 0.0 + 1.0, temp), temp)
+        else:
+            x = _div(x, temp)
     rmax = tl.max(x, 1)
     m = tl.max(rmax, 0)
     m0 = tl.where(m > float("-inf"), m, 0.0)
-    s = tl.sum(tl.sum(_exp(x - m0), 1), 0)
-    arg = tl.min(tl.min(tl.where((x == m) & inb, offs, 2147483647), 1), 0)
+    # lowest lane holding its row's max; the tile's argmax is the lowest such id at m
+    rlane = tl.min(tl.where(x == rmax[:, None], lane[None, :], 32), 1)
+    rid = word * 32 + rlane
+    arg = tl.min(tl.where(rmax == m, rid, 2147483647), 0)
+    s = m0 * 0.0 + 1.0
+    if temp_raw != 0:  # greedy rows need only the argmax
+        # ex2.approx(x - m, times log2 e) on the SFU, not expf's ~8 instructions: the tile
+        # masses only weigh tiles and normalise (they are never compared token by token
+        # with torch, whose sums differ by rounding anyway), the error is ~2^-22 relative
+        # for the tokens near the max that carry the mass, and the row stage evaluates the
+        # tokens it compares and draws with expf
+        s = tl.sum(tl.sum(tl.exp(x - m0), 1), 0)
     o = n.to(tl.int64) * T_PAD + t
     tl.store(tmax_ptr + o, m)
     tl.store(tsum_ptr + o, s)
@@ -336,29 +349,35 @@ def _tile_kernel(logits_ptr, row_stride, V, K1, temp_ptr,
         need = (temp_raw != 0) & ((tl.load(topk_ptr + b) > 0) | (tl.load(topp_ptr + b) < 1)
                                   | (tl.load(minp_ptr + b) > 0))
         if need:
-            # at most jj rows have a max above thr: J, or half the rows holding a finite token
-            # when fewer do (the edge of a grammar's allowed range): with J of 17 live rows,
-            # the threshold would be the lowest row max and most such tiles would overflow
-            live = rmax > float("-inf")
-            nlive = tl.sum(live.to(tl.int32), 0)
-            jj = tl.maximum(tl.minimum(nlive // 2, J), 1)
-            if PROBE == 2:  # measurement only: thr = the (jj+1)-th largest row max (a sort)
-                srt = tl.sort(rmax, 0, descending=True)
-                thr = tl.max(tl.where(tl.arange(0, NW) == jj, srt, float("-inf")), 0)
-            else:  # a histogram of the rows' log-spaced gaps below the max: the widest gap
-                # level holding at most jj row maxima; thr = the largest row max outside it
-                gb = _gap_bin(m0 - rmax, 64)
-                cc = tl.cumsum(tl.histogram(gb, 64, mask=live), 0)
-                top = tl.max(tl.where(cc <= jj, tl.arange(0, 64), -1), 0)
-                thr = tl.max(tl.where(live & (gb > top), rmax, float("-inf")), 0)
+            keep_all = has_g < 0  # (false)
             if HAS_GRAMMAR:  # noqa: SIM102 - a constexpr branch around a runtime one
-                if has_g != 0:  # a tile with at most C allowed tokens keeps them all
+                if has_g != 0:
                     nf = tl.sum(tl.sum((x > float("-inf")).to(tl.int32), 1), 0)
-                    thr = tl.where(nf <= C, float("-inf"), thr)
-            sel = x > thr
-            if PROBE != 1:  # PROBE 1, measurement only: no compaction
-                _compact(cval_ptr, cid_ptr, tcnt_ptr, o, x, offs, sel, C, BLOCK_V)
-            tl.store(tbnd_ptr + o, tl.minimum(thr, m))
+                    keep_all = nf <= C
+            if keep_all:  # every allowed token (prefix-count slots, in id order)
+                fin = tl.reshape(x > float("-inf"), [BLOCK_V])
+                pos = tl.cumsum(fin.to(tl.int32), 0) - 1
+                tl.store(cval_ptr + o * C + pos, tl.reshape(x, [BLOCK_V]), mask=fin)
+                tl.store(cid_ptr + o * C + pos, tl.reshape(offs, [BLOCK_V]), mask=fin)
+                tl.store(tcnt_ptr + o, tl.sum(fin.to(tl.int32), 0))
+                tl.store(tbnd_ptr + o, float("-inf"))
+            else:
+                sec = tl.max(tl.where(lane[None, :] == rlane[:, None], float("-inf"), x), 1)
+                bound = tl.max(sec, 0)
+                crow = rmax > bound
+                cnt = tl.sum(crow.to(tl.int32), 0)
+                if cnt > C:  # keep the C largest row maxima
+                    srt = tl.sort(rmax, 0, descending=True)
+                    bound = tl.maximum(bound, tl.max(tl.where(row == C, srt, float("-inf")),
+                                                      0))
+                    crow = rmax > bound
+                    cnt = tl.sum(crow.to(tl.int32), 0)
+                if PROBE != 1:  # PROBE 1, measurement only: no candidate stores
+                    slot = tl.cumsum(crow.to(tl.int32), 0) - 1
+                    tl.store(cval_ptr + o * C + slot, rmax, mask=crow)
+                    tl.store(cid_ptr + o * C + slot, rid, mask=crow)
+                tl.store(tcnt_ptr + o, cnt)
+                tl.store(tbnd_ptr + o, tl.minimum(bound, m))
 
 
 @triton.jit

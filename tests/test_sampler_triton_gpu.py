@@ -3,10 +3,12 @@ the issue's (B, V, dtype) grid, one compilation for every batch size, CUDA-graph
 eager for bucketed batch sizes, no host sync, and the target law (chi-square, false alarm
 1e-4, 100k draws per row) for sample and for verify's first emitted token.
 
-Equality is counted, not all-or-nothing. Per-token weights are bit-identical to torch's
-(libdevice expf, IEEE division, no FMA contraction), but sums are taken in another order:
-the reference's cumsum over V tokens vs tile masses + in-tile prefix (both float64 prefixes
-since run 5; the tile masses stay float32 sums of exp(x - tile max)). Analysis of every
+Equality is counted, not all-or-nothing. Processed logits are bit-identical to torch's
+(IEEE division: `div_rn`, or in the tile kernel a reciprocal and two FMAs, checked here
+against torch; no FMA contraction) and so are the per-token weights the row stage compares
+and draws (libdevice expf), but sums are taken in another order: the reference's cumsum
+over V tokens vs tile masses + in-tile prefix (both float64 prefixes since run 5; the tile
+masses are float32 sums of the SFU's exp(x - tile max), within ~2^-22 per token). Analysis of every
 differing draw on an H200 (bench/NOTES-sampler.md, 10 of 39 360, all at V >= 49152, all
 stochastic rows without top-k/top-p but one, 9 of 10 residual or plain draws with top_p = 1):
 each is a CDF-boundary tie, the target u * S within 8e-9 .. 7.3e-7 * S of the cumulative
@@ -210,6 +212,43 @@ def test_grid_tokens_equal_torch(vocab: int, dtype: torch.dtype) -> None:
         if d["where"].endswith(key):
             gap = d.get("accept_gap_rel", d.get("gap_rel"))
             assert gap is not None and abs(gap) < TIE, d
+
+
+def test_tile_division_is_ieee() -> None:
+    """Property: `_tdiv`, the tile kernel's division by the temperature (a reciprocal per
+    program, then x * r refined by two FMAs), equals torch's IEEE division for logits of
+    every magnitude in 2^-100..2^100, zeros and infinities, and temperatures across the
+    range the kernel sends it (2^-20..2^20)."""
+    import triton
+    import triton.language as tl
+
+    from sampler import triton_kernels as tk
+
+    @triton.jit
+    def divide(x_ptr, t_ptr, out_ptr, n, BLOCK: tl.constexpr):
+        i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        t = tl.load(t_ptr + tl.program_id(1))
+        x = tl.load(x_ptr + i, mask=i < n)
+        q = tk._tdiv(x, tk._div(t * 0.0 + 1.0, t), t)
+        tl.store(out_ptr + tl.program_id(1).to(tl.int64) * n + i, q, mask=i < n)
+
+    g = torch.Generator(device="cuda").manual_seed(0)
+    n = 1 << 20
+    mag = torch.exp2(torch.rand(n, device="cuda", generator=g, dtype=torch.float64) * 200 - 100)
+    x = torch.cat([(torch.rand(n, device="cuda", generator=g, dtype=torch.float64) * 2 - 1)
+                   * mag, torch.randn(n, device="cuda", generator=g, dtype=torch.float64) * 8])
+    x = torch.cat([x.float(), torch.tensor([0.0, -0.0, float("inf"), float("-inf"), 1.0, -1.0],
+                                           device="cuda")])
+    temps = torch.cat([torch.tensor([2.0**-20, 0.01, 0.1, 0.3, 0.7, 0.8, 0.9, 1.1, 1.5, 2.0,
+                                     3.0, 7.0, 100.0, 2.0**20], device="cuda"),
+                       torch.exp2(torch.rand(50, device="cuda", generator=g) * 40 - 20)])
+    out = torch.empty(len(temps), x.numel(), device="cuda")
+    divide[(triton.cdiv(x.numel(), 1024), len(temps))](x, temps, out, x.numel(), BLOCK=1024,
+                                                        **tri().OPTS)
+    want = x[None, :] / temps[:, None]
+    bad = (out != want).nonzero()
+    assert bad.numel() == 0, [(float(x[j]), float(temps[i]), float(out[i, j]),
+                               float(want[i, j])) for i, j in bad[:5].tolist()]
 
 
 def _cache_sizes() -> dict[str, int]:

@@ -1,0 +1,151 @@
+"""Static instruction mix of the sampler kernels for sm_90, on a machine without a GPU.
+
+Records the launches `triton_backend` makes for the benchmark workload (bench/sampler.py,
+at a given V), compiles each for sm_90 and prints per kernel: registers, shared memory and
+the SASS instruction counts by class. A proxy for the per-token cost of the tile kernel
+when no GPU is at hand (the tile kernel has no loop: its instruction count is per tile).
+
+    python bench/kernel_isa.py [--vocab 262144] [--verify] [--kernel _tile_kernel]
+Environment knobs of the backend (SONICSPEC_*) apply as usual.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import inspect
+import os
+import re
+import sys
+from pathlib import Path
+
+os.environ.pop("TRITON_INTERPRET", None)
+sys.path[0] = str(Path(__file__).resolve().parents[1])
+
+import torch  # noqa: E402
+import triton  # noqa: E402
+from triton.backends.compiler import GPUTarget  # noqa: E402
+from triton.compiler import ASTSource  # noqa: E402
+
+from bench.sampler import make_batch  # noqa: E402
+from sampler import triton_backend as tri  # noqa: E402
+from sampler import triton_kernels as tk  # noqa: E402
+
+KERNELS = ("_patch_kernel", "_tile_kernel", "_finish_kernel", "_combine_kernel")
+CLASSES = {"load": r"^LD", "store": r"^ST", "atomic": r"^(ATOM|RED)", "shfl": r"^SHFL",
+           "bar": r"^BAR", "mufu": r"^MUFU", "fp32": r"^F(ADD|MUL|FMA|MNMX|SETP|SEL)",
+           "int": r"^(I|LOP|SHF|LEA|SEL|ISETP|IMAD)", "branch": r"^(BRA|BSSY|BSYNC|EXIT)"}
+
+
+def _type_of(value: object) -> str:
+    if isinstance(value, torch.Tensor):
+        return "*" + {torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16",
+                      torch.int64: "i64", torch.int32: "i32", torch.bool: "i1"}[value.dtype]
+    if isinstance(value, bool):
+        return "i1"
+    if isinstance(value, int):
+        return "i32" if -2**31 <= value < 2**31 else "i64"
+    return "fp32"
+
+
+def record(vocab: int, verify: bool, dtype: torch.dtype) -> list[tuple[str, object, dict, dict, dict]]:
+    calls = []
+
+    class Recorder:
+        def __init__(self, kernel: object) -> None:
+            self.kernel = kernel
+
+        def __getitem__(self, grid: object):
+            def launch(*args: object, **kwargs: object) -> None:
+                params = inspect.signature(self.kernel.fn).parameters
+                names = list(params)
+                sig, consts, attrs = {}, {}, {}
+                for i, (name, value) in enumerate(zip(names, args)):
+                    # the JIT's specialisation: ints equal to 1 become constants; ints and
+                    # (GPU, 256-byte aligned) pointers divisible by 16 carry that hint
+                    if isinstance(value, int) and not isinstance(value, bool) and value == 1:
+                        sig[name] = "constexpr"
+                        consts[(i,)] = 1
+                        continue
+                    sig[name] = _type_of(value)
+                    if isinstance(value, torch.Tensor) or (
+                            isinstance(value, int) and not isinstance(value, bool)
+                            and value % 16 == 0):
+                        attrs[(i,)] = [["tt.divisibility", 16]]
+                for name in names[len(args):]:
+                    sig[name] = "constexpr"
+                    consts[(names.index(name),)] = kwargs.get(name, params[name].default)
+                calls.append((self.kernel.fn.__name__, self.kernel, sig, consts, attrs))
+            return launch
+
+    saved = {name: getattr(tk, name) for name in KERNELS}
+    for name in KERNELS:
+        setattr(tk, name, Recorder(saved[name]))
+    try:
+        rows, k1 = 4, (5 if verify else 1)
+        logits = torch.randn(rows, k1, vocab).to(dtype)
+        drafts = logits[:, : k1 - 1].argmax(-1)
+        tri._run(logits, drafts, make_batch(rows, vocab, k1, "cpu"), None, None)
+    finally:
+        for name, kernel in saved.items():
+            setattr(tk, name, kernel)
+    return calls
+
+
+def _cuobjdump(cubin: bytes, flag: str) -> str:
+    import subprocess
+    import tempfile
+
+    tool = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump"
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+        f.write(cubin)
+        f.flush()
+        return subprocess.run([str(tool), flag, f.name], capture_output=True, text=True).stdout
+
+
+def _sass(cubin: bytes) -> str:
+    return _cuobjdump(cubin, "-sass")
+
+
+def _resources(cubin: bytes) -> str:
+    """Registers and spill stores from cuobjdump's resource usage of the cubin."""
+    out = _cuobjdump(cubin, "--dump-resource-usage")
+    regs = re.search(r"REG:(\d+)", out)
+    stack = re.search(r"STACK:(\d+)", out)
+    return f"regs {regs.group(1) if regs else '?'}, stack {stack.group(1) if stack else '?'}"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--vocab", type=int, default=262144)
+    ap.add_argument("--verify", action="store_true")
+    ap.add_argument("--bf16", action="store_true")
+    ap.add_argument("--kernel", default="_tile_kernel")
+    ap.add_argument("--sass", action="store_true", help="print the SASS too")
+    args = ap.parse_args()
+    dtype = torch.bfloat16 if args.bf16 else torch.float32
+    for name, kernel, sig, consts, attrs in record(args.vocab, args.verify, dtype):
+        if args.kernel not in ("all", name):
+            continue
+        ck = triton.compile(ASTSource(kernel, sig, consts, attrs), target=GPUTarget("cuda", 90, 32),
+                            options=dict(tri.OPTS, num_warps=tri.TILE_WARPS
+                                         if name == "_tile_kernel" else tri.FINISH_WARPS
+                                         if name == "_finish_kernel" else 4))
+        sass = _sass(ck.asm["cubin"])
+        ops = [m.group(1) for m in re.finditer(r"/\*[0-9a-f]{4}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)", sass)]
+        counts = collections.Counter()
+        for op in ops:
+            for cls, pat in CLASSES.items():
+                if re.match(pat, op):
+                    counts[cls] += 1
+                    break
+            else:
+                counts["other"] += 1
+        print(f"{name}: {len(ops)} SASS instructions, {_resources(ck.asm['cubin'])}, "
+              f"shared {ck.metadata.shared} B | " + " ".join(f"{c} {n}" for c, n in sorted(counts.items())))
+        if args.sass:
+            print(sass)
+
+
+if __name__ == "__main__":
+    main()
