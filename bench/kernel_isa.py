@@ -32,6 +32,7 @@ from sampler import triton_backend as tri  # noqa: E402
 from sampler import triton_kernels as tk  # noqa: E402
 
 KERNELS = ("_patch_kernel", "_tile_kernel", "_finish_kernel", "_combine_kernel")
+OP = r"/\*[0-9a-f]{4}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)"  # a SASS line's opcode
 CLASSES = {"load": r"^LD", "store": r"^ST", "atomic": r"^(ATOM|RED)", "shfl": r"^SHFL",
            "bar": r"^BAR", "mufu": r"^MUFU", "fp32": r"^F(ADD|MUL|FMA|MNMX|SETP|SEL)",
            "int": r"^(I|LOP|SHF|LEA|SEL|ISETP|IMAD)", "branch": r"^(BRA|BSSY|BSYNC|EXIT)"}
@@ -48,7 +49,10 @@ def _type_of(value: object) -> str:
     return "fp32"
 
 
-def record(vocab: int, verify: bool, dtype: torch.dtype) -> list[tuple[str, object, dict, dict, dict]]:
+Call = tuple[str, object, dict, dict, dict]  # (name, kernel, signature, constexprs, attrs)
+
+
+def record(vocab: int, verify: bool, dtype: torch.dtype) -> list[Call]:
     calls = []
 
     class Recorder:
@@ -132,7 +136,7 @@ def main() -> None:
                                          if name == "_tile_kernel" else tri.FINISH_WARPS
                                          if name == "_finish_kernel" else 4))
         sass = _sass(ck.asm["cubin"])
-        ops = [m.group(1) for m in re.finditer(r"/\*[0-9a-f]{4}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)", sass)]
+        ops = [m.group(1) for m in re.finditer(OP, sass)]
         counts = collections.Counter()
         for op in ops:
             for cls, pat in CLASSES.items():
@@ -141,8 +145,9 @@ def main() -> None:
                     break
             else:
                 counts["other"] += 1
+        mix = " ".join(f"{c} {n}" for c, n in sorted(counts.items()))
         print(f"{name}: {len(ops)} SASS instructions, {_resources(ck.asm['cubin'])}, "
-              f"shared {ck.metadata.shared} B | " + " ".join(f"{c} {n}" for c, n in sorted(counts.items())))
+              f"shared {ck.metadata.shared} B | {mix}")
         if args.sass:
             print(sass)
 
