@@ -132,9 +132,7 @@ def main() -> None:
         if args.kernel not in ("all", name):
             continue
         ck = triton.compile(ASTSource(kernel, sig, consts, attrs), target=GPUTarget("cuda", 90, 32),
-                            options=dict(tri.OPTS, num_warps=tri.TILE_WARPS
-                                         if name == "_tile_kernel" else tri.FINISH_WARPS
-                                         if name == "_finish_kernel" else 4))
+                            options=tri.kernel_options(name))
         sass = _sass(ck.asm["cubin"])
         ops = [m.group(1) for m in re.finditer(OP, sass)]
         counts = collections.Counter()

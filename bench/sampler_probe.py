@@ -25,6 +25,7 @@ def tile_variants(rows: int, vocab: int, bw: float) -> None:
     bv = tri.block_v(vocab)
     tiles = -(-vocab // bv)
     t_pad = tk.next_pow2(tiles)
+    c = tri.slots(tiles)
     words = (vocab + 31) // 32
     n = rows
     f32 = dict(dtype=torch.float32, device="cuda")
@@ -34,8 +35,8 @@ def tile_variants(rows: int, vocab: int, bw: float) -> None:
     out = [torch.empty(n, t_pad, **f32), torch.empty(n, t_pad, **f32),
            torch.empty(n, t_pad, dtype=torch.int32, device="cuda"),
            torch.zeros(n, t_pad, dtype=torch.int32, device="cuda"), torch.empty(n, t_pad, **f32),
-           torch.empty(n, t_pad, tri.C, **f32),
-           torch.empty(n, t_pad, tri.C, dtype=torch.int32, device="cuda")]
+           torch.empty(n, t_pad, c, **f32),
+           torch.empty(n, t_pad, c, dtype=torch.int32, device="cuda")]
     floor = rows * vocab * 4 / bw * 1e6
     for name, cand, patch, gram, probe in (
             ("all", True, True, True, 0), ("no-cand", False, True, True, 0),
@@ -45,10 +46,10 @@ def tile_variants(rows: int, vocab: int, bw: float) -> None:
             return tk._tile_kernel[(n, tiles)](
                 logits, logits.stride(0), vocab, 1, head.temperature, gm, gm.stride(0),
                 gm.stride(1), head.has_grammar, bits, pval, words,
-                head.top_k, head.top_p, head.min_p, *out, T_PAD=t_pad, C=tri.C,
-                BLOCK_V=bv,
+                head.top_k, head.top_p, head.min_p, *out, T_PAD=t_pad, C=c,
+                J=tri.rank_j(bv, c), BLOCK_V=bv,
                 HAS_GRAMMAR=gram, HAS_PATCH=patch, HAS_CAND=cand, PROBE=probe,
-                num_warps=tri.TILE_WARPS, **tri.OPTS)
+                **tri.kernel_options("_tile_kernel"))
         kern = launch()
         us = timed(launch, "cuda", 30)
         print(f"tile B={rows} V={vocab} {name:>14}: {us:8.1f} us = {us / floor:5.1f}x floor "
@@ -105,8 +106,8 @@ def main() -> None:
     src = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
     dst = torch.empty_like(src)
     bw = 2 * src.numel() / (timed(lambda: dst.copy_(src), "cuda", 10) * 1e-6)
-    print(f"copy {bw / 1e9:.0f} GB/s, C={tri.C} BLOCK_V={tri.block_v(32000)} "
-          f"warps={tri.TILE_WARPS}")
+    print(f"copy {bw / 1e9:.0f} GB/s, C={tri.slots(16)}/{tri.slots(128)} "
+          f"BLOCK_V={tri.block_v(32000)} warps={tri.TILE_WARPS}")
     parts = sys.argv[1].split(",") if len(sys.argv) > 1 else ["tile", "path", "slow"]
     for vocab in (32000, 262144):
         if "tile" in parts:

@@ -11,9 +11,8 @@ requests:
    whole vocabulary) the penalised, biased logit, written once by each id's owner entry
    (no [N, V] scratch, no phases), so a tile reads one bit per token.
 2. `_tile_kernel` (N, T): the one full read of the logits. Per tile: max, sum exp, argmax;
-   for rows with top-k/top-p/min-p up to C candidates: the maxima of the 32-token rows
-   that exceed every row's second value (that value is the tile's bound: every token above
-   it is a candidate), with no per-token selection or compaction.
+   for rows with top-k/top-p/min-p up to C candidates: the tokens above a threshold taken
+   from the tile's row maxima alone (so that they lie in at most J rows), with that bound.
 3. `_finish_kernel` (N): everything after the read. Merges the tiles; greedy rows take the
    argmax; unfiltered rows draw a tile by mass and the token inside it (one tile re-read);
    filtered rows resolve top-k/top-p/min-p exactly from the candidates when the bounds
@@ -41,15 +40,28 @@ from sampler.processing import process
 from sampler.sampling import log_probs, top_logprobs
 from sampler.torch_backend import DraftProbs, _expand_positions
 
-C = int(os.environ.get("SONICSPEC_C", "32"))  # candidates per tile
+C_OVERRIDE = os.environ.get("SONICSPEC_C")  # measurement: candidate slots per tile
 TILE_WARPS = int(os.environ.get("SONICSPEC_TILE_WARPS", "4"))
 FINISH_WARPS = int(os.environ.get("SONICSPEC_FINISH_WARPS", "8"))
+# A register cap for the tile kernel: 56 compiles without spills (70 uncapped), which lets 9
+# programs of 4 warps share an SM instead of 7: more loads in flight. 0 = no cap.
+TILE_MAXNREG = int(os.environ.get("SONICSPEC_TILE_MAXNREG", "56"))
+J_OVERRIDE = os.environ.get("SONICSPEC_J")  # measurement: rows above a tile's threshold
 CMAX = 128  # candidates per row kept for the exact filters
 CMAX2 = 512  # tokens per row the second chance collects
 BLOCK_Q = 8
 # No multiply-add contraction: `x - f * count` must round twice, as torch computes it.
 OPTS: dict[str, bool] = ({} if os.environ.get("TRITON_INTERPRET") == "1"
                          else {"enable_fp_fusion": os.environ.get("SONICSPEC_FAST_MATH") == "1"})
+
+
+def kernel_options(kernel: str) -> dict[str, Any]:
+    """Compile options of a kernel's launches (also for the sm_90 compile test)."""
+    opts: dict[str, Any] = dict(OPTS)
+    opts["num_warps"] = {"_tile_kernel": TILE_WARPS, "_finish_kernel": FINISH_WARPS}.get(kernel, 4)
+    if kernel == "_tile_kernel" and TILE_MAXNREG and os.environ.get("TRITON_INTERPRET") != "1":
+        opts["maxnreg"] = TILE_MAXNREG
+    return opts
 
 
 def block_v(vocab: int) -> int:
@@ -60,6 +72,27 @@ def block_v(vocab: int) -> int:
     if os.environ.get("TRITON_INTERPRET") == "1":
         return 256 if vocab > 256 else 64
     return 2048
+
+
+def slots(tiles: int) -> int:
+    """Candidate slots per tile, C: 32 for rows of up to 32 tiles, 16 beyond. The row bound
+    is the max over its tiles' thresholds, so rows with many tiles keep plenty of tokens
+    above it with fewer per tile (simulated on randn*8 rows: J = 8 per tile still leaves
+    >= 190 tokens above the bound at V = 262144, J = 16 >= 119 at V = 32000), and the
+    row stage merges T * C slots. SONICSPEC_C overrides (measurement)."""
+    if C_OVERRIDE:
+        return int(C_OVERRIDE)
+    return 32 if tiles <= 32 else 16
+
+
+def rank_j(bv: int, c: int) -> int:
+    """At most J of a tile's BLOCK_V / 32 rows have a max above its candidate threshold, so
+    about J tokens lie above it (at most C fit; tiles of at most C tokens take every token).
+    SONICSPEC_J overrides (measurement)."""
+    rows = bv // 32
+    if bv <= c:
+        return rows
+    return int(J_OVERRIDE) if J_OVERRIDE else min(c // 2, max(1, rows // 4))
 
 
 def sample(logits: torch.Tensor, batch: SamplingBatch) -> SampleOutput:
@@ -136,8 +169,12 @@ def _run(logits: torch.Tensor, drafts: torch.Tensor, batch: SamplingBatch,
         gmask, g_sb, g_sj = head.has_grammar, 0, 0
     has_patch = head.any_penalty or head.any_bias
     has_filter = head.max_top_k > 0 or head.any_top_p or head.any_min_p
-    if has_patch:  # the one memset: a bit per token
-        bits = torch.zeros(n, words, dtype=torch.int32, device=dev)
+    # one memset for the token bits of the patch and the tiles' atomic slot counters
+    n_bits = n * words if has_patch else 0
+    zeroed = torch.zeros(n_bits + (n * t_pad if has_filter else 0), dtype=torch.int32,
+                         device=dev)
+    if has_patch:
+        bits = zeroed[:n_bits].view(n, words)
         pval = patch(logits, drafts, n_draft if has_nd else None, head, bits)
     else:
         bits = pval = torch.empty(1, dtype=torch.int32, device=dev)
@@ -148,11 +185,12 @@ def _run(logits: torch.Tensor, drafts: torch.Tensor, batch: SamplingBatch,
     tmax = torch.empty(n, t_pad, **f32)
     tsum = torch.empty(n, t_pad, **f32)
     targ = torch.empty(n, t_pad, dtype=torch.int32, device=dev)
+    c = slots(tiles)
     if has_filter:
-        tcnt = torch.empty(n, t_pad, dtype=torch.int32, device=dev)
+        tcnt = zeroed[n_bits:].view(n, t_pad)  # atomic slot counters
         tbnd = torch.empty(n, t_pad, **f32)
-        cval = torch.empty(n, t_pad, C, **f32)
-        cid = torch.empty(n, t_pad, C, dtype=torch.int32, device=dev)
+        cval = torch.empty(n, t_pad, c, **f32)
+        cid = torch.empty(n, t_pad, c, dtype=torch.int32, device=dev)
         sv = torch.empty(n, CMAX, dtype=torch.int64, device=dev)
         sv2 = torch.empty(n, CMAX2, dtype=torch.int64, device=dev)
     else:
@@ -160,9 +198,9 @@ def _run(logits: torch.Tensor, drafts: torch.Tensor, batch: SamplingBatch,
         tbnd = cval = tmax
         sv = sv2 = torch.empty(1, dtype=torch.int64, device=dev)
     tk._tile_kernel[(n, tiles)](*proc_args, *filt, tmax, tsum, targ, tcnt, tbnd, cval, cid,
-                                T_PAD=t_pad, C=C, BLOCK_V=bv,
+                                T_PAD=t_pad, C=c, J=rank_j(bv, c), BLOCK_V=bv,
                                 HAS_CAND=has_filter, **common,
-                                num_warps=TILE_WARPS, **OPTS)
+                                **kernel_options("_tile_kernel"))
     q_mode, q, qid, q_len = _draft_probs(draft_probs, drafts, dev)
     i32: dict[str, Any] = dict(dtype=torch.int32, device=dev)
     path = torch.empty(n, **i32)
@@ -176,10 +214,10 @@ def _run(logits: torch.Tensor, drafts: torch.Tensor, batch: SamplingBatch,
     tk._finish_kernel[(n,)](logits, logits.stride(1), vocab, k, k1, tiles, *proc_args[4:],
                             *filt, head.seed, head.position, drafts, n_draft, q, qid, q_len,
                             tmax, tsum, targ, tcnt, tbnd, cval, cid, sv, sv2, out, acc, toks,
-                            tokr, path, T_PAD=t_pad, C=C, CMAX=CMAX, CMAX2=CMAX2, BLOCK_V=bv,
+                            tokr, path, T_PAD=t_pad, C=c, CMAX=CMAX, CMAX2=CMAX2, BLOCK_V=bv,
                             HAS_FILTER=has_filter, VERIFY=verifying, Q_MODE=q_mode,
                             BLOCK_Q=BLOCK_Q, HAS_ND=has_nd, **common,
-                            num_warps=FINISH_WARPS, **OPTS)
+                            **kernel_options("_finish_kernel"))
     if not verifying:
         return _Raw(out[:, None], None, None, path)
     n_acc = torch.empty(bsz, dtype=torch.int64, device=dev)

@@ -76,6 +76,32 @@ else:
         return tl.where(e != e, q0, tl.fma(e, rcp, q0))
 
 
+if INTERPRET:  # the interpreter's vector atomics do not hand out distinct slots
+
+    @triton.jit
+    def _compact(cval_ptr, cid_ptr, cnt_ptr, o, x, offs, sel, C: tl.constexpr,
+                 N: tl.constexpr):
+        """Write the selected (value, id) pairs to the tile's C slots, in id order."""
+        sel1 = tl.reshape(sel, [N])
+        pos = tl.cumsum(sel1.to(tl.int32), 0) - 1
+        tl.store(cval_ptr + o * C + pos, tl.reshape(x, [N]), mask=sel1 & (pos < C))
+        tl.store(cid_ptr + o * C + pos, tl.reshape(offs, [N]), mask=sel1 & (pos < C))
+        tl.store(cnt_ptr + o, tl.sum(sel1.to(tl.int32), 0))
+
+else:
+
+    @triton.jit
+    def _compact(cval_ptr, cid_ptr, cnt_ptr, o, x, offs, sel, C: tl.constexpr,
+                 N: tl.constexpr):
+        """Write the selected (value, id) pairs to the tile's C slots: each takes a slot from
+        an atomic counter (zeroed by the caller; at most C are selected), so the order is
+        arbitrary and the row stage sorts by id. No prefix sum over the tile."""
+        slot = tl.atomic_add(cnt_ptr + o + tl.zeros_like(offs), tl.full(offs.shape, 1, tl.int32),
+                             mask=sel, sem="relaxed")
+        tl.store(cval_ptr + o * C + slot, x, mask=sel & (slot < C))
+        tl.store(cid_ptr + o * C + slot, offs, mask=sel & (slot < C))
+
+
 @triton.jit
 def _mix32(x):
     """lowbias32 on uint32 (wrapping multiplies), as sampler.rng.mix32."""
@@ -278,7 +304,7 @@ def _tile_kernel(logits_ptr, row_stride, V, K1, temp_ptr,
                  gmask_ptr, g_sb, g_sj, hasg_ptr, bits_ptr, pval_ptr, W,
                  topk_ptr, topp_ptr, minp_ptr,
                  tmax_ptr, tsum_ptr, targ_ptr, tcnt_ptr, tbnd_ptr, cval_ptr, cid_ptr,
-                 T_PAD: tl.constexpr, C: tl.constexpr, BLOCK_V: tl.constexpr,
+                 T_PAD: tl.constexpr, C: tl.constexpr, J: tl.constexpr, BLOCK_V: tl.constexpr,
                  HAS_GRAMMAR: tl.constexpr, HAS_PATCH: tl.constexpr, HAS_CAND: tl.constexpr,
                  PROBE: tl.constexpr = 0):
     """Stage 1, one program per (row n, tile t): reads the tile once and writes its max, sum
@@ -289,14 +315,16 @@ def _tile_kernel(logits_ptr, row_stride, V, K1, temp_ptr,
     reduction along the 32 lanes (a warp's shuffles) or over the BLOCK_V / 32 row results:
     a few instructions per token, which is what keeps the kernel near the memory floor.
 
-    Candidates: each row's max and the largest second-ranked value of any row, `bound`.
-    Every token above `bound` is the max of its row, so the rows whose max exceeds it are
-    the candidates, one token each, and the tile needs no per-token selection or compaction
-    (slots are a prefix count over the rows). If more than C rows qualify (rare: the top
-    values of a tile almost never fall in more than C distinct rows before two share one),
-    `bound` rises to the (C+1)-th largest row max. A grammar tile with at most C allowed
-    tokens keeps all of them (bound -inf), so sparse grammars resolve from candidates.
-    `tcnt` = the number stored (<= C), `tbnd` = min(bound, tile max)."""
+    Candidates without selection passes over the tokens: the threshold `thr` comes from
+    the tile's BLOCK_V / 32 row maxima alone (a 64-bin histogram of their log-spaced gaps
+    below the max) so that at most J rows have a max above it: the tokens above it lie in
+    those rows, typically one or two per row. They take the tile's C slots from an atomic
+    counter on the GPU (in no fixed order: the row stage orders them by id); the counter
+    ends at the number selected, so the row stage sees an overflow (more than C) and then
+    trusts only the tile max. `thr` is the tile's bound: every token with x > thr is a
+    candidate. (A bound from the rows' second values, with no selection at all, measured
+    cheaper but is fragile: the row bound is the max over tiles, and some tile almost
+    always has two of its top four tokens in one row: run 7 in bench/NOTES-sampler.md.)"""
     n = tl.program_id(0)
     t = tl.program_id(1)
     b = n // K1
@@ -349,35 +377,26 @@ def _tile_kernel(logits_ptr, row_stride, V, K1, temp_ptr,
         need = (temp_raw != 0) & ((tl.load(topk_ptr + b) > 0) | (tl.load(topp_ptr + b) < 1)
                                   | (tl.load(minp_ptr + b) > 0))
         if need:
-            keep_all = has_g < 0  # (false)
+            # at most jj rows have a max above thr: J, or half the rows holding a finite token
+            # when fewer do (the edge of a grammar's allowed range): with J of 17 live rows,
+            # the threshold would be the lowest row max and most such tiles would overflow.
+            # A histogram of the rows' log-spaced gaps below the max: the widest gap level
+            # holding at most jj row maxima; thr = the largest row max outside it
+            live = rmax > float("-inf")
+            nlive = tl.sum(live.to(tl.int32), 0)
+            jj = tl.maximum(tl.minimum(nlive // 2, J), 1)
+            gb = _gap_bin(m0 - rmax, 64)
+            cc = tl.cumsum(tl.histogram(gb, 64, mask=live), 0)
+            top = tl.max(tl.where(cc <= jj, tl.arange(0, 64), -1), 0)
+            thr = tl.max(tl.where(live & (gb > top), rmax, float("-inf")), 0)
             if HAS_GRAMMAR:  # noqa: SIM102 - a constexpr branch around a runtime one
-                if has_g != 0:
+                if has_g != 0:  # a tile with at most C allowed tokens keeps them all
                     nf = tl.sum(tl.sum((x > float("-inf")).to(tl.int32), 1), 0)
-                    keep_all = nf <= C
-            if keep_all:  # every allowed token (prefix-count slots, in id order)
-                fin = tl.reshape(x > float("-inf"), [BLOCK_V])
-                pos = tl.cumsum(fin.to(tl.int32), 0) - 1
-                tl.store(cval_ptr + o * C + pos, tl.reshape(x, [BLOCK_V]), mask=fin)
-                tl.store(cid_ptr + o * C + pos, tl.reshape(offs, [BLOCK_V]), mask=fin)
-                tl.store(tcnt_ptr + o, tl.sum(fin.to(tl.int32), 0))
-                tl.store(tbnd_ptr + o, float("-inf"))
-            else:
-                sec = tl.max(tl.where(lane[None, :] == rlane[:, None], float("-inf"), x), 1)
-                bound = tl.max(sec, 0)
-                crow = rmax > bound
-                cnt = tl.sum(crow.to(tl.int32), 0)
-                if cnt > C:  # keep the C largest row maxima
-                    srt = tl.sort(rmax, 0, descending=True)
-                    bound = tl.maximum(bound, tl.max(tl.where(row == C, srt, float("-inf")),
-                                                      0))
-                    crow = rmax > bound
-                    cnt = tl.sum(crow.to(tl.int32), 0)
-                if PROBE != 1:  # PROBE 1, measurement only: no candidate stores
-                    slot = tl.cumsum(crow.to(tl.int32), 0) - 1
-                    tl.store(cval_ptr + o * C + slot, rmax, mask=crow)
-                    tl.store(cid_ptr + o * C + slot, rid, mask=crow)
-                tl.store(tcnt_ptr + o, cnt)
-                tl.store(tbnd_ptr + o, tl.minimum(bound, m))
+                    thr = tl.where(nf <= C, float("-inf"), thr)
+            sel = x > thr
+            if PROBE != 1:  # PROBE 1, measurement only: no compaction
+                _compact(cval_ptr, cid_ptr, tcnt_ptr, o, x, offs, sel, C, BLOCK_V)
+            tl.store(tbnd_ptr + o, tl.minimum(thr, m))
 
 
 @triton.jit

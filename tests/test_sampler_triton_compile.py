@@ -98,7 +98,8 @@ def record_and_compile() -> list[str]:
     target = GPUTarget("cuda", 90, 32)
     done = []
     for (name, _, _), (kernel, sig, consts) in calls.items():
-        triton.compile(ASTSource(kernel, sig, consts), target=target, options=dict(tri.OPTS))
+        triton.compile(ASTSource(kernel, sig, consts), target=target,
+                       options=tri.kernel_options(name))
         done.append(name)
     return done
 
