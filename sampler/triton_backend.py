@@ -237,14 +237,17 @@ def patch(logits: torch.Tensor, drafts: torch.Tensor, num_draft: torch.Tensor | 
     pval = torch.empty(bsz * k1, vocab, dtype=torch.float32, device=logits.device)
     hist_ids, hist_counts = head.hist_ids.contiguous(), head.hist_counts.contiguous()
     bias_ids, bias_values = head.bias_ids.contiguous(), head.bias_values.contiguous()
+    block_h = min(512, tk.next_pow2(hist_ids.shape[1]))
+    block_b = min(64, tk.next_pow2(bias_ids.shape[1]))
     tk._patch_kernel[(bsz * k1,)](
         logits, logits.stride(1), hist_ids, hist_counts, hist_ids.shape[1], bias_ids,
         bias_values, bias_ids.shape[1], drafts, drafts if num_draft is None else num_draft, k,
         k1, head.repetition_penalty, head.frequency_penalty, head.presence_penalty, bits, pval,
         vocab, bits.shape[1], HAS_HIST=head.any_penalty, HAS_BIAS=head.any_bias,
         HAS_EXTRA=k > 0 and head.any_penalty, HAS_ND=num_draft is not None,
-        BLOCK_H=min(512, tk.next_pow2(hist_ids.shape[1])),
-        BLOCK_B=min(64, tk.next_pow2(bias_ids.shape[1])), BLOCK_K=tk.next_pow2(k), **OPTS)
+        BLOCK_H=block_h, BLOCK_B=block_b, BLOCK_K=tk.next_pow2(k),
+        HIST_CHUNK=min(block_h, max(16, 8192 // block_b)),
+        BIAS_CHUNK=min(block_b, max(1, 8192 // block_h)), **OPTS)
     return pval
 
 

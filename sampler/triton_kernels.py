@@ -233,7 +233,7 @@ def _patch_kernel(logits_ptr, row_stride, hist_ids_ptr, hist_cnt_ptr, hist_cap, 
                   pres_ptr, bits_ptr, pval_ptr, V, W,
                   HAS_HIST: tl.constexpr, HAS_BIAS: tl.constexpr, HAS_EXTRA: tl.constexpr,
                   HAS_ND: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_B: tl.constexpr,
-                  BLOCK_K: tl.constexpr):
+                  BLOCK_K: tl.constexpr, HIST_CHUNK: tl.constexpr, BIAS_CHUNK: tl.constexpr):
     """One program per row n, over the ids its history, logit bias and earlier drafts touch
     (never the whole vocabulary): the processed value at each such id, written once by the
     id's owner, and its bit. History ids are unique per request (the batch merges prompt
@@ -241,7 +241,9 @@ def _patch_kernel(logits_ptr, row_stride, hist_ids_ptr, hist_cnt_ptr, hist_cap, 
     entry, else by its first earlier draft. The owner gathers the id's other contributions
     by comparing against the (short) other groups in registers: no [N, V] scratch, no
     atomics but the bits, no phases. Generated count = output count + equal earlier drafts;
-    seen = in the history or among the earlier drafts."""
+    seen = in the history or among the earlier drafts. The comparisons take the other group
+    in chunks of HIST_CHUNK / BIAS_CHUNK (as wide as fits ~8K compares in registers), so a
+    short list costs one load instead of a serial loop of dependent global loads."""
     n = tl.program_id(0)
     b = n // K1
     j = n % K1
@@ -271,7 +273,7 @@ def _patch_kernel(logits_ptr, row_stride, hist_ids_ptr, hist_cnt_ptr, hist_cap, 
             cnt += _count_in(ids, xd, xd_ok)
             bv = tl.zeros([BLOCK_H], tl.float32)
             if HAS_BIAS:
-                bv = _bias_for(ids, bias_ids_ptr, bias_val_ptr, b, bias_cap, 16)
+                bv = _bias_for(ids, bias_ids_ptr, bias_val_ptr, b, bias_cap, BIAS_CHUNK)
             _write_patch(logits_ptr, n, row_stride, ids, ok, ok, cnt, bv, rep, freq, pres,
                          pbase, bits_row)
     if HAS_BIAS:
@@ -280,8 +282,8 @@ def _patch_kernel(logits_ptr, row_stride, hist_ids_ptr, hist_cnt_ptr, hist_cap, 
             h = start + bb
             ids = _list_at(bias_ids_ptr, b, bias_cap, h, -1)
             ok = (ids >= 0) & (ids < V)
-            if HAS_HIST:
-                ok = ok & (_in_list(ids, hist_ids_ptr, b, hist_cap, 64) == 0)
+            if HAS_HIST:  # (one chunk of the history per compare: no serial loads)
+                ok = ok & (_in_list(ids, hist_ids_ptr, b, hist_cap, HIST_CHUNK) == 0)
             val = tl.where(ok, _list_at(bias_val_ptr, b, bias_cap, h, 0.0), 0.0)
             cnt = _count_in(ids, xd, xd_ok)
             _write_patch(logits_ptr, n, row_stride, ids, ok, cnt > 0, cnt, val, rep, freq,
@@ -292,9 +294,9 @@ def _patch_kernel(logits_ptr, row_stride, hist_ids_ptr, hist_cnt_ptr, hist_cap, 
         first = tl.sum((same & (kb[None, :] < kb[:, None])).to(tl.int32), 1) == 0
         ok = xd_ok & first
         if HAS_HIST:
-            ok = ok & (_in_list(xd, hist_ids_ptr, b, hist_cap, 64) == 0)
+            ok = ok & (_in_list(xd, hist_ids_ptr, b, hist_cap, BLOCK_H) == 0)
         if HAS_BIAS:
-            ok = ok & (_in_list(xd, bias_ids_ptr, b, bias_cap, 16) == 0)
+            ok = ok & (_in_list(xd, bias_ids_ptr, b, bias_cap, BLOCK_B) == 0)
         _write_patch(logits_ptr, n, row_stride, xd, ok, ok, cnt, 0.0, rep, freq, pres, pbase,
                      bits_row)
 
