@@ -79,27 +79,31 @@ else:
 if INTERPRET:  # the interpreter's vector atomics do not hand out distinct slots
 
     @triton.jit
-    def _compact(cval_ptr, cid_ptr, cnt_ptr, o, x, offs, sel, C: tl.constexpr,
-                 N: tl.constexpr):
-        """Write the selected (value, id) pairs to the tile's C slots, in id order."""
+    def _compact(cval_ptr, cid_ptr, cnt_ptr, o, x, offs, sel, base, total,
+                 C: tl.constexpr, N: tl.constexpr):
+        """Write the selected (value, id) pairs to the tile's slots from `base` on, in id
+        order, and the tile's count `total` (= base + the number selected)."""
         sel1 = tl.reshape(sel, [N])
-        pos = tl.cumsum(sel1.to(tl.int32), 0) - 1
+        pos = base + tl.cumsum(sel1.to(tl.int32), 0) - 1
         tl.store(cval_ptr + o * C + pos, tl.reshape(x, [N]), mask=sel1 & (pos < C))
         tl.store(cid_ptr + o * C + pos, tl.reshape(offs, [N]), mask=sel1 & (pos < C))
-        tl.store(cnt_ptr + o, tl.sum(sel1.to(tl.int32), 0))
+        tl.store(cnt_ptr + o, total)
 
 else:
 
     @triton.jit
-    def _compact(cval_ptr, cid_ptr, cnt_ptr, o, x, offs, sel, C: tl.constexpr,
-                 N: tl.constexpr):
-        """Write the selected (value, id) pairs to the tile's C slots: each takes a slot from
-        an atomic counter (zeroed by the caller; at most C are selected), so the order is
-        arbitrary and the row stage sorts by id. No prefix sum over the tile."""
-        slot = tl.atomic_add(cnt_ptr + o + tl.zeros_like(offs), tl.full(offs.shape, 1, tl.int32),
-                             mask=sel, sem="relaxed")
+    def _compact(cval_ptr, cid_ptr, cnt_ptr, o, x, offs, sel, base, total,
+                 C: tl.constexpr, N: tl.constexpr):
+        """Write the selected (value, id) pairs to the tile's slots from `base` on: each
+        takes a slot from an atomic counter (zeroed by the caller), so the order is
+        arbitrary and the row stage sorts by id; no prefix sum over the tile. Then, once
+        every thread's atomics are done (a barrier), the tile's count `total`."""
+        slot = base + tl.atomic_add(cnt_ptr + o + tl.zeros_like(offs),
+                                    tl.full(offs.shape, 1, tl.int32), mask=sel, sem="relaxed")
         tl.store(cval_ptr + o * C + slot, x, mask=sel & (slot < C))
         tl.store(cid_ptr + o * C + slot, offs, mask=sel & (slot < C))
+        tl.debug_barrier()
+        tl.store(cnt_ptr + o, total)
 
 
 @triton.jit
@@ -320,13 +324,15 @@ def _tile_kernel(logits_ptr, row_stride, V, K1, temp_ptr,
     Candidates without selection passes over the tokens: the threshold `thr` comes from
     the tile's BLOCK_V / 32 row maxima alone (a 64-bin histogram of their log-spaced gaps
     below the max) so that at most J rows have a max above it: the tokens above it lie in
-    those rows, typically one or two per row. They take the tile's C slots from an atomic
-    counter on the GPU (in no fixed order: the row stage orders them by id); the counter
-    ends at the number selected, so the row stage sees an overflow (more than C) and then
-    trusts only the tile max. `thr` is the tile's bound: every token with x > thr is a
-    candidate. (A bound from the rows' second values, with no selection at all, measured
-    cheaper but is fragile: the row bound is the max over tiles, and some tile almost
-    always has two of its top four tokens in one row: run 7 in bench/NOTES-sampler.md.)"""
+    those rows, typically one per row: the row's max. The rows' maxima take the first slots
+    by a prefix count over the rows; the few other tokens above thr (two top tokens in one
+    row) take the next slots from an atomic counter on the GPU (in no fixed order: the
+    row stage orders all by id). The tile's count is the number above thr, so the row
+    stage sees an overflow (more than C) and then trusts only the tile max. `thr` is the
+    tile's bound: every token with x > thr is a candidate. (A bound from the rows' second
+    values, with no selection at all, measured cheaper but is fragile: the row bound is the
+    max over tiles, and some tile almost always has two of its top four tokens in one row:
+    run 7 in bench/NOTES-sampler.md.)"""
     n = tl.program_id(0)
     t = tl.program_id(1)
     b = n // K1
@@ -395,9 +401,22 @@ def _tile_kernel(logits_ptr, row_stride, V, K1, temp_ptr,
                 if has_g != 0:  # a tile with at most C allowed tokens keeps them all
                     nf = tl.sum(tl.sum((x > float("-inf")).to(tl.int32), 1), 0)
                     thr = tl.where(nf <= C, float("-inf"), thr)
+            # Slots: the maxima of the rows above thr take the first ones by a prefix count
+            # over the rows (no per-token work); a row's other tokens above thr (in a few
+            # tiles: two top tokens in one row) take the next ones from an atomic counter
             sel = x > thr
-            if PROBE != 1:  # PROBE 1, measurement only: no compaction
-                _compact(cval_ptr, cid_ptr, tcnt_ptr, o, x, offs, sel, C, BLOCK_V)
+            top = rmax > thr
+            n_top = tl.sum(top.to(tl.int32), 0)
+            n_sel = tl.sum(tl.sum(sel.to(tl.int32), 1), 0)
+            if PROBE != 1:  # PROBE 1, measurement only: no candidate stores
+                slot = tl.cumsum(top.to(tl.int32), 0) - 1
+                tl.store(cval_ptr + o * C + slot, rmax, mask=top & (slot < C))
+                tl.store(cid_ptr + o * C + slot, rid, mask=top & (slot < C))
+                if n_sel > n_top:
+                    _compact(cval_ptr, cid_ptr, tcnt_ptr, o, x, offs,
+                             sel & (lane[None, :] != rlane[:, None]), n_top, n_sel, C, BLOCK_V)
+                else:
+                    tl.store(tcnt_ptr + o, n_sel)
             tl.store(tbnd_ptr + o, tl.minimum(thr, m))
 
 
