@@ -38,7 +38,8 @@ CLASSES = {"load": r"^LD", "store": r"^ST", "atomic": r"^(ATOM|RED)", "shfl": r"
            "int": r"^(I|LOP|SHF|LEA|SEL|ISETP|IMAD)", "branch": r"^(BRA|BSSY|BSYNC|EXIT)"}
 
 
-def _type_of(value: object) -> str:
+def type_of(value: object) -> str:
+    """Triton's signature type of a launch argument."""
     if isinstance(value, torch.Tensor):
         return "*" + {torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16",
                       torch.int64: "i64", torch.int32: "i32", torch.bool: "i1"}[value.dtype]
@@ -71,7 +72,7 @@ def record(vocab: int, verify: bool, dtype: torch.dtype) -> list[Call]:
                         sig[name] = "constexpr"
                         consts[(i,)] = 1
                         continue
-                    sig[name] = _type_of(value)
+                    sig[name] = type_of(value)
                     if isinstance(value, torch.Tensor) or (
                             isinstance(value, int) and not isinstance(value, bool)
                             and value % 16 == 0):

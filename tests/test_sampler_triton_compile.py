@@ -28,6 +28,7 @@ def record_and_compile() -> list[str]:
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
+    from bench.kernel_isa import type_of
     from sampler import SamplingBatch, SamplingParams
     from sampler import triton_backend as tri
     from sampler import triton_kernels as tk
@@ -44,7 +45,7 @@ def record_and_compile() -> list[str]:
                 names = list(inspect.signature(self.kernel.fn).parameters)
                 sig, consts = {}, {}
                 for name, value in zip(names, args):
-                    sig[name] = _type_of(value)
+                    sig[name] = type_of(value)
                 for name, value in kwargs.items():
                     if name in names:
                         sig[name] = "constexpr"
@@ -57,16 +58,6 @@ def record_and_compile() -> list[str]:
                 key = (self.kernel.fn.__name__, tuple(sig.items()), tuple(sorted(consts.items())))
                 calls[key] = (self.kernel, sig, consts)
             return launch
-
-    def _type_of(value) -> str:
-        if isinstance(value, torch.Tensor):
-            return "*" + {torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16",
-                          torch.int64: "i64", torch.int32: "i32", torch.bool: "i1"}[value.dtype]
-        if isinstance(value, bool):
-            return "i1"
-        if isinstance(value, int):
-            return "i32" if -2**31 <= value < 2**31 else "i64"
-        return "fp32"
 
     kernels = ("_patch_kernel", "_tile_kernel", "_finish_kernel", "_combine_kernel")
     saved = {name: getattr(tk, name) for name in kernels}
