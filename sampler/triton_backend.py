@@ -1,8 +1,9 @@
 """The Triton backend: `sample` and `verify` as one fixed launch sequence of fused kernels.
 
 Same API and results as `sampler.torch_backend` (token for token for seeded requests, up to
-rounding ties: tile masses are float32 sums of exp2-based exp(x - tile max), the reference
-sums expf(x - row max) directly; both take the inverse-CDF prefixes in float64). Launch sequence
+rounding ties: tile masses are float32 sums of the SFU's exp(x - tile max), the reference
+sums expf(x - row max) directly; both take the inverse-CDF prefixes in float64; processed
+logits and the weights of the tokens compared and drawn are bit-identical). Launch sequence
 per call, every kernel gridded over rows (N = B * (K+1)), (rows, vocabulary tiles) or
 requests:
 

@@ -405,13 +405,13 @@ def _tile_kernel(logits_ptr, row_stride, V, K1, temp_ptr,
             # over the rows (no per-token work); a row's other tokens above thr (in a few
             # tiles: two top tokens in one row) take the next ones from an atomic counter
             sel = x > thr
-            top = rmax > thr
-            n_top = tl.sum(top.to(tl.int32), 0)
+            over = rmax > thr  # the rows holding a token above thr
+            n_top = tl.sum(over.to(tl.int32), 0)
             n_sel = tl.sum(tl.sum(sel.to(tl.int32), 1), 0)
             if PROBE != 1:  # PROBE 1, measurement only: no candidate stores
-                slot = tl.cumsum(top.to(tl.int32), 0) - 1
-                tl.store(cval_ptr + o * C + slot, rmax, mask=top & (slot < C))
-                tl.store(cid_ptr + o * C + slot, rid, mask=top & (slot < C))
+                slot = tl.cumsum(over.to(tl.int32), 0) - 1
+                tl.store(cval_ptr + o * C + slot, rmax, mask=over & (slot < C))
+                tl.store(cid_ptr + o * C + slot, rid, mask=over & (slot < C))
                 if n_sel > n_top:
                     _compact(cval_ptr, cid_ptr, tcnt_ptr, o, x, offs,
                              sel & (lane[None, :] != rlane[:, None]), n_top, n_sel, C, BLOCK_V)
