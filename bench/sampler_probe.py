@@ -43,6 +43,7 @@ def tile_variants(rows: int, vocab: int, bw: float) -> None:
             ("cand-only", True, False, False, 0), ("cand-nostore", True, False, False, 1),
             ("stats-only", False, False, False, 0)):
         def launch(cand=cand, patch=patch, gram=gram, probe=probe):
+            out[3].zero_()  # the atomic slot counters, zeroed per call as the backend does
             return tk._tile_kernel[(n, tiles)](
                 logits, logits.stride(0), vocab, 1, head.temperature, gm, gm.stride(0),
                 gm.stride(1), head.has_grammar, bits, pval, words,
@@ -93,13 +94,14 @@ def finish_warps(vocab: int) -> None:
         drafts = logits[:, :K].argmax(-1)
         sb, vb = make_batch(rows, vocab, 1, "cuda"), make_batch(rows, vocab, K + 1, "cuda")
         first = logits[:, 0].contiguous()
+        saved = tri.FINISH_WARPS
         for warps in (4, 8):
             tri.FINISH_WARPS = warps
             us_s = timed(lambda f=first, b=sb: tri.sample(f, b), "cuda", 30)
             us_v = timed(lambda x=logits, d=drafts, b=vb: tri.verify(x, d, b), "cuda", 30)
             print(f"finish warps={warps} B={rows} V={vocab}: sample {us_s:7.1f} us, "
                   f"verify {us_v:7.1f} us", flush=True)
-    tri.FINISH_WARPS = 4
+        tri.FINISH_WARPS = saved
 
 
 def main() -> None:

@@ -52,7 +52,8 @@ CMAX = 128  # candidates per row kept for the exact filters
 CMAX2 = 512  # tokens per row the second chance collects
 BLOCK_Q = 8
 # No multiply-add contraction: `x - f * count` must round twice, as torch computes it.
-OPTS: dict[str, bool] = ({} if os.environ.get("TRITON_INTERPRET") == "1"
+INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
+OPTS: dict[str, bool] = ({} if INTERPRET
                          else {"enable_fp_fusion": os.environ.get("SONICSPEC_FAST_MATH") == "1"})
 
 
@@ -60,7 +61,7 @@ def kernel_options(kernel: str) -> dict[str, Any]:
     """Compile options of a kernel's launches (also for the sm_90 compile test)."""
     opts: dict[str, Any] = dict(OPTS)
     opts["num_warps"] = {"_tile_kernel": TILE_WARPS, "_finish_kernel": FINISH_WARPS}.get(kernel, 4)
-    if kernel == "_tile_kernel" and TILE_MAXNREG and os.environ.get("TRITON_INTERPRET") != "1":
+    if kernel == "_tile_kernel" and TILE_MAXNREG and not INTERPRET:
         opts["maxnreg"] = TILE_MAXNREG
     return opts
 
@@ -70,7 +71,7 @@ def block_v(vocab: int) -> int:
     env = os.environ.get("SONICSPEC_BLOCK_V")
     if env:
         return int(env)
-    if os.environ.get("TRITON_INTERPRET") == "1":
+    if INTERPRET:
         return 256 if vocab > 256 else 64
     return 2048
 

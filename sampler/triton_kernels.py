@@ -520,8 +520,9 @@ def _pick_vec(w, ids, u, R: tl.constexpr):
     positive entry whose inclusive prefix exceeds the target, else the last positive one;
     its id (0 if nothing is positive)."""
     rr = tl.arange(0, R)
-    cdf = tl.cumsum(w.to(tl.float64), 0)
-    target = u.to(tl.float64) * tl.sum(w.to(tl.float64), 0)
+    w64 = w.to(tl.float64)
+    cdf = tl.cumsum(w64, 0)
+    target = u.to(tl.float64) * tl.sum(w64, 0)
     first = tl.min(tl.where((cdf > target) & (w > 0), rr, R), 0)
     last = tl.max(tl.where(w > 0, rr, -1), 0)
     idx = tl.where(first < R, first, last)
