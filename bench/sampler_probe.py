@@ -38,6 +38,14 @@ def tile_variants(rows: int, vocab: int, bw: float) -> None:
            torch.empty(n, t_pad, c, **f32),
            torch.empty(n, t_pad, c, dtype=torch.int32, device="cuda")]
     floor = rows * vocab * 4 / bw * 1e6
+    thr = torch.empty(n, **f32)
+    tick = torch.zeros(n, dtype=torch.int32, device="cuda")
+    none = torch.empty(rows, 0, dtype=torch.int64, device="cuda")
+    tri._pre(logits[:, None], none, None, head, bits, False, tick, thr)  # the thresholds
+    us_pre = timed(lambda: (tick.zero_(), tri._pre(logits[:, None], none, None, head, bits,
+                                                   False, tick, thr)), "cuda", 30)
+    print(f"thresholds B={rows} V={vocab}: {us_pre:8.1f} us (with the ticket memset)",
+          flush=True)
     for name, cand, patch, gram, probe in (
             ("all", True, True, True, 0), ("no-cand", False, True, True, 0),
             ("cand-only", True, False, False, 0), ("cand-nostore", True, False, False, 1),
@@ -47,8 +55,7 @@ def tile_variants(rows: int, vocab: int, bw: float) -> None:
             return tk._tile_kernel[(n, tiles)](
                 logits, logits.stride(0), vocab, 1, head.temperature, gm, gm.stride(0),
                 gm.stride(1), head.has_grammar, bits, pval, words,
-                head.top_k, head.top_p, head.min_p, *out, T_PAD=t_pad, C=c,
-                J=tri.rank_j(bv, c), BLOCK_V=bv,
+                head.top_k, head.top_p, head.min_p, thr, *out, T_PAD=t_pad, C=c, BLOCK_V=bv,
                 HAS_GRAMMAR=gram, HAS_PATCH=patch, HAS_CAND=cand, PROBE=probe,
                 **tri.kernel_options("_tile_kernel"))
         kern = launch()

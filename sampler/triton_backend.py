@@ -7,13 +7,16 @@ logits and the weights of the tokens compared and drawn are bit-identical). Laun
 per call, every kernel gridded over rows (N = B * (K+1)), (rows, vocabulary tiles) or
 requests:
 
-1. `_patch_kernel` (N; only when some row has penalties, bias or earlier drafts), after a
-   memset of a bit per token: at the ids the history, bias and drafts touch (never the
-   whole vocabulary) the penalised, biased logit, written once by each id's owner entry
-   (no [N, V] scratch, no phases), so a tile reads one bit per token.
+1. `_pre_kernel` (N, [1 +] PARTS), after one memset (patch bits, slot counters, tickets):
+   - the patch (only when some row has penalties, bias or earlier drafts): at the ids the
+     history, bias and drafts touch (never the whole vocabulary) the penalised, biased
+     logit, written once by each id's owner entry (no [N, V] scratch, no phases), so a
+     tile reads one bit per token;
+   - for rows with top-k/top-p/min-p, the candidate threshold from a 1/16-1/8 sample of
+     the row (the RANK-th largest of 64 group maxima), so that ~100-300 tokens lie above it.
 2. `_tile_kernel` (N, T): the one full read of the logits. Per tile: max, sum exp, argmax;
-   for rows with top-k/top-p/min-p up to C candidates: the tokens above a threshold taken
-   from the tile's row maxima alone (so that they lie in at most J rows), with that bound.
+   for filtered rows the tokens above the row's threshold (one compare a token), with the
+   tile's bound.
 3. `_finish_kernel` (N): everything after the read. Merges the tiles; greedy rows take the
    argmax; unfiltered rows draw a tile by mass and the token inside it (one tile re-read);
    filtered rows resolve top-k/top-p/min-p exactly from the candidates when the bounds
@@ -47,7 +50,6 @@ FINISH_WARPS = int(os.environ.get("SONICSPEC_FINISH_WARPS", "8"))
 # A register cap for the tile kernel: 56 compiles without spills (70 uncapped), which lets 9
 # programs of 4 warps share an SM instead of 7: more loads in flight. 0 = no cap.
 TILE_MAXNREG = int(os.environ.get("SONICSPEC_TILE_MAXNREG", "56"))
-J_OVERRIDE = os.environ.get("SONICSPEC_J")  # measurement: rows above a tile's threshold
 CMAX = 128  # candidates per row kept for the exact filters
 CMAX2 = 512  # tokens per row the second chance collects
 BLOCK_Q = 8
@@ -57,9 +59,17 @@ OPTS: dict[str, bool] = ({} if INTERPRET
                          else {"enable_fp_fusion": os.environ.get("SONICSPEC_FAST_MATH") == "1"})
 
 
+# Programmatic dependent launch for every kernel of the sequence: each launches while its
+# predecessor drains, and waits for it in `_after_prior` before its first load.
+# SONICSPEC_PDL=0 turns it off (measurement).
+PDL = not INTERPRET and os.environ.get("SONICSPEC_PDL", "1") == "1"
+
+
 def kernel_options(kernel: str) -> dict[str, Any]:
     """Compile options of a kernel's launches (also for the sm_90 compile test)."""
     opts: dict[str, Any] = dict(OPTS)
+    if PDL:
+        opts["launch_pdl"] = True
     opts["num_warps"] = {"_tile_kernel": TILE_WARPS, "_finish_kernel": FINISH_WARPS}.get(kernel, 4)
     if kernel == "_tile_kernel" and TILE_MAXNREG and not INTERPRET:
         opts["maxnreg"] = TILE_MAXNREG
@@ -85,16 +95,6 @@ def slots(tiles: int) -> int:
     if C_OVERRIDE:
         return int(C_OVERRIDE)
     return 32 if tiles <= 32 else 16
-
-
-def rank_j(bv: int, c: int) -> int:
-    """At most J of a tile's BLOCK_V / 32 rows have a max above its candidate threshold, so
-    about J tokens lie above it (at most C fit; tiles of at most C tokens take every token).
-    SONICSPEC_J overrides (measurement)."""
-    rows = bv // 32
-    if bv <= c:
-        return rows
-    return int(J_OVERRIDE) if J_OVERRIDE else min(c // 2, max(1, rows // 4))
 
 
 def sample(logits: torch.Tensor, batch: SamplingBatch) -> SampleOutput:
@@ -171,15 +171,17 @@ def _run(logits: torch.Tensor, drafts: torch.Tensor, batch: SamplingBatch,
         gmask, g_sb, g_sj = head.has_grammar, 0, 0
     has_patch = head.any_penalty or head.any_bias
     has_filter = head.max_top_k > 0 or head.any_top_p or head.any_min_p
-    # one memset for the token bits of the patch and the tiles' atomic slot counters
+    # one memset for the token bits of the patch, the tiles' atomic slot counters and the
+    # threshold parts' tickets
     n_bits = n * words if has_patch else 0
-    zeroed = torch.zeros(n_bits + (n * t_pad if has_filter else 0), dtype=torch.int32,
+    n_cnt = n * t_pad if has_filter else 0
+    zeroed = torch.zeros(n_bits + n_cnt + (n if has_filter else 0), dtype=torch.int32,
                          device=dev)
-    if has_patch:
-        bits = zeroed[:n_bits].view(n, words)
-        pval = patch(logits, drafts, n_draft if has_nd else None, head, bits)
-    else:
-        bits = pval = torch.empty(1, dtype=torch.int32, device=dev)
+    bits = zeroed[:n_bits].view(n, words) if has_patch else torch.empty(1, dtype=torch.int32,
+                                                                         device=dev)
+    thr = torch.empty(n if has_filter else 1, **f32)
+    pval = _pre(logits, drafts, n_draft if has_nd else None, head, bits, has_patch,
+                zeroed[n_bits + n_cnt:] if has_filter else None, thr)
     common = dict(HAS_GRAMMAR=has_grammar, HAS_PATCH=has_patch)
     proc_args = (logits, logits.stride(1), vocab, k1, head.temperature,
                  gmask, g_sb, g_sj, head.has_grammar, bits, pval, words)
@@ -189,7 +191,7 @@ def _run(logits: torch.Tensor, drafts: torch.Tensor, batch: SamplingBatch,
     targ = torch.empty(n, t_pad, dtype=torch.int32, device=dev)
     c = slots(tiles)
     if has_filter:
-        tcnt = zeroed[n_bits:].view(n, t_pad)  # atomic slot counters
+        tcnt = zeroed[n_bits:n_bits + n_cnt].view(n, t_pad)  # atomic slot counters
         tbnd = torch.empty(n, t_pad, **f32)
         cval = torch.empty(n, t_pad, c, **f32)
         cid = torch.empty(n, t_pad, c, dtype=torch.int32, device=dev)
@@ -199,8 +201,8 @@ def _run(logits: torch.Tensor, drafts: torch.Tensor, batch: SamplingBatch,
         tcnt = cid = targ
         tbnd = cval = tmax
         sv = sv2 = torch.empty(1, dtype=torch.int64, device=dev)
-    tk._tile_kernel[(n, tiles)](*proc_args, *filt, tmax, tsum, targ, tcnt, tbnd, cval, cid,
-                                T_PAD=t_pad, C=c, J=rank_j(bv, c), BLOCK_V=bv,
+    tk._tile_kernel[(n, tiles)](*proc_args, *filt, thr, tmax, tsum, targ, tcnt, tbnd, cval,
+                                cid, T_PAD=t_pad, C=c, BLOCK_V=bv,
                                 HAS_CAND=has_filter, **common,
                                 **kernel_options("_tile_kernel"))
     q_mode, q, qid, q_len = _draft_probs(draft_probs, drafts, dev)
@@ -224,32 +226,72 @@ def _run(logits: torch.Tensor, drafts: torch.Tensor, batch: SamplingBatch,
         return _Raw(out[:, None], None, None, path)
     n_acc = torch.empty(bsz, dtype=torch.int64, device=dev)
     tk._combine_kernel[(bsz,)](drafts, n_draft, acc, toks, tokr, out, n_acc, k, k1,
-                               K1_PAD=tk.next_pow2(k1), HAS_ND=has_nd, **OPTS)
+                               K1_PAD=tk.next_pow2(k1), HAS_ND=has_nd,
+                               **kernel_options("_combine_kernel"))
     return _Raw(out, n_acc, n_draft if has_nd else None, path)
 
 
 def patch(logits: torch.Tensor, drafts: torch.Tensor, num_draft: torch.Tensor | None,
           head: SamplingBatch, bits: torch.Tensor) -> torch.Tensor:
-    """`_patch_kernel`: sets in `bits` ([N, ceil(V/32)] int32, zeroed) the ids each row's
-    history, bias and earlier drafts touch and returns pval [N, V] float32 holding their
-    penalised, biased logits there (elsewhere unwritten). logits [B, K+1, V] contiguous,
-    drafts [B, K] int64."""
+    """The patch alone (`_pre_kernel` without the thresholds): sets in `bits` ([N, ceil(V/32)]
+    int32, zeroed) the ids each row's history, bias and earlier drafts touch and returns
+    pval [N, V] float32 holding their penalised, biased logits there (elsewhere unwritten).
+    logits [B, K+1, V] contiguous, drafts [B, K] int64."""
+    return _pre(logits, drafts, num_draft, head, bits, True, None, None)
+
+
+def sample_plan(vocab: int) -> dict[str, int]:
+    """How `_thr_part` samples a row: every STRIDE-th run of 32 tokens (all of them up to
+    V = 8192; 1/8 of the row up to 65536; 1/16 beyond), in 64 groups of G_RUNS runs, PARTS
+    programs of GPP groups (~2048 tokens each), threshold = the RANK-th largest group max.
+    Chosen so that about 150-300 tokens of a peaked row lie above the threshold: enough for
+    top-k 50 with margin (the top 50 put RANK or more tokens in a 1/STRIDE sample with
+    probability < 1e-5), few enough that a tile's C slots almost never overflow."""
+    stride = 1 if vocab <= 8192 else 8 if vocab <= 65536 else 16
+    runs = -(-vocab // (32 * stride))
+    g_runs = tk.next_pow2(-(-runs // 64))
+    gpp = min(64, max(1, 2048 // (g_runs * 32)))
+    return dict(STRIDE=stride, G_RUNS=g_runs, GPP=gpp, PARTS=64 // gpp,
+                RANK=12 if stride == 16 else 16)
+
+
+def _pre(logits: torch.Tensor, drafts: torch.Tensor, num_draft: torch.Tensor | None,
+         head: SamplingBatch, bits: torch.Tensor, has_patch: bool, tick: torch.Tensor | None,
+         thr: torch.Tensor | None) -> torch.Tensor:
+    """`_pre_kernel`: the patch (when has_patch: see `patch`) and, when `tick` ([N] int32,
+    zeroed) is given, each filtered row's candidate threshold in `thr` [N]. Returns pval."""
     bsz, k1, vocab = logits.shape
     k = k1 - 1
-    pval = torch.empty(bsz * k1, vocab, dtype=torch.float32, device=logits.device)
+    dev = logits.device
+    n = bsz * k1
+    pval = (torch.empty(n, vocab, dtype=torch.float32, device=dev) if has_patch
+            else torch.empty(1, dtype=torch.float32, device=dev))
+    has_thr = tick is not None
+    if not has_patch and not has_thr:
+        return pval
     hist_ids, hist_counts = head.hist_ids.contiguous(), head.hist_counts.contiguous()
     bias_ids, bias_values = head.bias_ids.contiguous(), head.bias_values.contiguous()
     block_h = min(512, tk.next_pow2(hist_ids.shape[1]))
     block_b = min(64, tk.next_pow2(bias_ids.shape[1]))
-    tk._patch_kernel[(bsz * k1,)](
+    gm = head.grammar_bitmask
+    gmask, g_sb, g_sj = (head.has_grammar, 0, 0) if gm is None else (gm, gm.stride(0),
+                                                                      gm.stride(1))
+    plan = sample_plan(vocab)
+    gmax = torch.empty(n, 64, dtype=torch.float32, device=dev) if has_thr else pval
+    parts = (1 if has_patch else 0) + (plan["PARTS"] if has_thr else 0)
+    tk._pre_kernel[(n, parts)](
         logits, logits.stride(1), hist_ids, hist_counts, hist_ids.shape[1], bias_ids,
         bias_values, bias_ids.shape[1], drafts, drafts if num_draft is None else num_draft, k,
         k1, head.repetition_penalty, head.frequency_penalty, head.presence_penalty, bits, pval,
-        vocab, bits.shape[1], HAS_HIST=head.any_penalty, HAS_BIAS=head.any_bias,
-        HAS_EXTRA=k > 0 and head.any_penalty, HAS_ND=num_draft is not None,
+        vocab, (vocab + 31) // 32, head.temperature, gmask, g_sb, g_sj, head.has_grammar,
+        head.top_k, head.top_p, head.min_p, gmax, bits if tick is None else tick,
+        pval if thr is None else thr,
+        HAS_HIST=has_patch and head.any_penalty, HAS_BIAS=has_patch and head.any_bias,
+        HAS_EXTRA=has_patch and k > 0 and head.any_penalty, HAS_ND=num_draft is not None,
         BLOCK_H=block_h, BLOCK_B=block_b, BLOCK_K=tk.next_pow2(k),
         HIST_CHUNK=min(block_h, max(16, 8192 // block_b)),
-        BIAS_CHUNK=min(block_b, max(1, 8192 // block_h)), **OPTS)
+        BIAS_CHUNK=min(block_b, max(1, 8192 // block_h)), HAS_PATCH=has_patch,
+        HAS_THR=has_thr, HAS_GRAMMAR=gm is not None, **plan, **kernel_options("_pre_kernel"))
     return pval
 
 

@@ -18,6 +18,7 @@ import os
 import triton
 import triton.language as tl
 from triton.language.extra import libdevice
+from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait
 
 from sampler import _triton_interpret
 
@@ -53,6 +54,24 @@ else:
     @triton.jit
     def _div(a, b):
         return tl.math.div_rn(a, b)
+
+
+if INTERPRET:  # (griddepcontrol is inline PTX: the interpreter cannot run it)
+
+    @triton.jit
+    def _after_prior():
+        pass
+
+else:
+
+    @triton.jit
+    def _after_prior():
+        """Programmatic dependent launch: let the next kernel of the sequence launch now
+        (its programs wait for this grid to finish before reading anything), then wait for
+        the previous grid to finish and its writes to be visible. Kernels launched with
+        `launch_pdl` start here, before any global load: a no-op without PDL."""
+        gdc_launch_dependents()
+        gdc_wait()
 
 
 if INTERPRET:
@@ -150,7 +169,7 @@ def _processed(logits_ptr, n, b, j, offs, V, row_stride, temp,
                HAS_GRAMMAR: tl.constexpr, HAS_PATCH: tl.constexpr):
     """Processed, temperature-scaled float32 logits of row n at token ids offs (-inf outside
     [0, V)): grammar -> repetition -> frequency/presence -> bias -> / temp (1 for greedy).
-    Penalties and bias come precomputed at the patched ids (`_patch_kernel`), so a token
+    Penalties and bias come precomputed at the patched ids (`_patch_row`), so a token
     costs one bit test here; the grammar mask is applied after the patch, which is the
     same (a masked token stays -inf through the penalties)."""
     inb = (offs < V) & (offs >= 0)
@@ -232,13 +251,93 @@ def _in_list(ids, list_ptr, b, cap, BLOCK_C: tl.constexpr):
 
 
 @triton.jit
-def _patch_kernel(logits_ptr, row_stride, hist_ids_ptr, hist_cnt_ptr, hist_cap, bias_ids_ptr,
-                  bias_val_ptr, bias_cap, draft_ptr, ndraft_ptr, K, K1, rep_ptr, freq_ptr,
-                  pres_ptr, bits_ptr, pval_ptr, V, W,
-                  HAS_HIST: tl.constexpr, HAS_BIAS: tl.constexpr, HAS_EXTRA: tl.constexpr,
-                  HAS_ND: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_B: tl.constexpr,
-                  BLOCK_K: tl.constexpr, HIST_CHUNK: tl.constexpr, BIAS_CHUNK: tl.constexpr):
-    """One program per row n, over the ids its history, logit bias and earlier drafts touch
+def _pre_kernel(logits_ptr, row_stride, hist_ids_ptr, hist_cnt_ptr, hist_cap, bias_ids_ptr,
+                bias_val_ptr, bias_cap, draft_ptr, ndraft_ptr, K, K1, rep_ptr, freq_ptr,
+                pres_ptr, bits_ptr, pval_ptr, V, W,
+                temp_ptr, gmask_ptr, g_sb, g_sj, hasg_ptr, topk_ptr, topp_ptr, minp_ptr,
+                gmax_ptr, tick_ptr, thr_ptr,
+                HAS_HIST: tl.constexpr, HAS_BIAS: tl.constexpr, HAS_EXTRA: tl.constexpr,
+                HAS_ND: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_B: tl.constexpr,
+                BLOCK_K: tl.constexpr, HIST_CHUNK: tl.constexpr, BIAS_CHUNK: tl.constexpr,
+                HAS_PATCH: tl.constexpr, HAS_THR: tl.constexpr, HAS_GRAMMAR: tl.constexpr,
+                PARTS: tl.constexpr, GPP: tl.constexpr, G_RUNS: tl.constexpr,
+                STRIDE: tl.constexpr, RANK: tl.constexpr):
+    """Everything before the read, over grid (rows N, [patch] + PARTS): program (n, 0) the
+    row's patch (`_patch_row`) when HAS_PATCH, the others the parts of its candidate
+    threshold (`_thr_part`) when HAS_THR."""
+    _after_prior()
+    n = tl.program_id(0)
+    q = tl.program_id(1)
+    if HAS_PATCH:
+        if q == 0:
+            _patch_row(logits_ptr, row_stride, hist_ids_ptr, hist_cnt_ptr, hist_cap,
+                       bias_ids_ptr, bias_val_ptr, bias_cap, draft_ptr, ndraft_ptr, K, K1,
+                       rep_ptr, freq_ptr, pres_ptr, bits_ptr, pval_ptr, V, W, n,
+                       HAS_HIST, HAS_BIAS, HAS_EXTRA, HAS_ND, BLOCK_H, BLOCK_B, BLOCK_K,
+                       HIST_CHUNK, BIAS_CHUNK)
+        q = q - 1
+    if HAS_THR:  # noqa: SIM102 - a constexpr branch around a runtime one
+        if q >= 0:
+            _thr_part(logits_ptr, row_stride, V, W, K1, n, q, temp_ptr, gmask_ptr, g_sb, g_sj,
+                      hasg_ptr, topk_ptr, topp_ptr, minp_ptr, gmax_ptr, tick_ptr, thr_ptr,
+                      HAS_GRAMMAR, PARTS, GPP, G_RUNS, STRIDE, RANK)
+
+
+@triton.jit
+def _thr_part(logits_ptr, row_stride, V, W, K1, n, q, temp_ptr, gmask_ptr, g_sb, g_sj,
+              hasg_ptr, topk_ptr, topp_ptr, minp_ptr, gmax_ptr, tick_ptr, thr_ptr,
+              HAS_GRAMMAR: tl.constexpr, PARTS: tl.constexpr, GPP: tl.constexpr,
+              G_RUNS: tl.constexpr, STRIDE: tl.constexpr, RANK: tl.constexpr):
+    """Part q of row n's candidate threshold, for rows with top-k/top-p/min-p: a sample of
+    the row (every STRIDE-th run of 32 tokens, grammar applied, penalties not: the bound
+    needs no exactness, only about 100-300 tokens above it) in 64 groups of G_RUNS runs,
+    each a contiguous 1/64 of the row; this part takes groups [q GPP, (q+1) GPP) and stores
+    their maxima. The last part to finish (an atomic ticket, zeroed by the caller) takes
+    the RANK-th largest of the 64 group maxima (at least RANK sampled tokens lie at or
+    above it), in processed units (/ temperature), as the row's threshold: the tile kernel
+    then keeps every token above it with one compare a token, no selection per tile."""
+    b = n // K1
+    j = n % K1
+    temp_raw = tl.load(temp_ptr + b)
+    need = (temp_raw != 0) & ((tl.load(topk_ptr + b) > 0) | (tl.load(topp_ptr + b) < 1)
+                              | (tl.load(minp_ptr + b) > 0))
+    if need:
+        g = q * GPP + tl.arange(0, GPP)
+        c = tl.arange(0, G_RUNS * 32)
+        run = g[:, None] * G_RUNS + c[None, :] // 32
+        word = run * STRIDE
+        offs = word * 32 + c[None, :] % 32
+        ok = offs < V
+        x = tl.load(logits_ptr + n.to(tl.int64) * row_stride + offs, mask=ok,
+                    other=float("-inf")).to(tl.float32)
+        if HAS_GRAMMAR:
+            has_g = tl.load(hasg_ptr + b).to(tl.int32)
+            if has_g != 0:
+                gw = tl.load(gmask_ptr + b.to(tl.int64) * g_sb + j * g_sj + word, mask=ok,
+                             other=0)
+                x = tl.where(((gw >> (offs % 32)) & 1) != 0, x, float("-inf"))
+        tl.store(gmax_ptr + n.to(tl.int64) * 64 + g, tl.max(x, 1))
+        tl.debug_barrier()  # every group max stored before the ticket (release) is taken
+        if tl.atomic_add(tick_ptr + n, 1) == PARTS - 1:
+            gg = tl.arange(0, 64)
+            gm = tl.load(gmax_ptr + n.to(tl.int64) * 64 + gg, cache_modifier=".cg")
+            nlive = tl.sum((gm > float("-inf")).to(tl.int32), 0)
+            r = tl.maximum(tl.minimum(nlive // 2, RANK), 1)
+            thr = tl.max(tl.where(gg == r - 1, tl.sort(gm, 0, descending=True),
+                                  float("-inf")), 0)
+            if temp_raw != 1.0:
+                thr = _div(thr, temp_raw)
+            tl.store(thr_ptr + n, thr)
+
+
+@triton.jit
+def _patch_row(logits_ptr, row_stride, hist_ids_ptr, hist_cnt_ptr, hist_cap, bias_ids_ptr,
+               bias_val_ptr, bias_cap, draft_ptr, ndraft_ptr, K, K1, rep_ptr, freq_ptr,
+               pres_ptr, bits_ptr, pval_ptr, V, W, n,
+               HAS_HIST: tl.constexpr, HAS_BIAS: tl.constexpr, HAS_EXTRA: tl.constexpr,
+               HAS_ND: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_B: tl.constexpr,
+               BLOCK_K: tl.constexpr, HIST_CHUNK: tl.constexpr, BIAS_CHUNK: tl.constexpr):
+    """Row n's patch, over the ids its history, logit bias and earlier drafts touch
     (never the whole vocabulary): the processed value at each such id, written once by the
     id's owner, and its bit. History ids are unique per request (the batch merges prompt
     and output) and so are bias ids; an id is owned by its history entry, else by its bias
@@ -248,7 +347,6 @@ def _patch_kernel(logits_ptr, row_stride, hist_ids_ptr, hist_cnt_ptr, hist_cap, 
     seen = in the history or among the earlier drafts. The comparisons take the other group
     in chunks of HIST_CHUNK / BIAS_CHUNK (as wide as fits ~8K compares in registers), so a
     short list costs one load instead of a serial loop of dependent global loads."""
-    n = tl.program_id(0)
     b = n // K1
     j = n % K1
     pbase = pval_ptr + n.to(tl.int64) * V
@@ -309,8 +407,8 @@ def _patch_kernel(logits_ptr, row_stride, hist_ids_ptr, hist_cnt_ptr, hist_cap, 
 def _tile_kernel(logits_ptr, row_stride, V, K1, temp_ptr,
                  gmask_ptr, g_sb, g_sj, hasg_ptr, bits_ptr, pval_ptr, W,
                  topk_ptr, topp_ptr, minp_ptr,
-                 tmax_ptr, tsum_ptr, targ_ptr, tcnt_ptr, tbnd_ptr, cval_ptr, cid_ptr,
-                 T_PAD: tl.constexpr, C: tl.constexpr, J: tl.constexpr, BLOCK_V: tl.constexpr,
+                 thr_ptr, tmax_ptr, tsum_ptr, targ_ptr, tcnt_ptr, tbnd_ptr, cval_ptr, cid_ptr,
+                 T_PAD: tl.constexpr, C: tl.constexpr, BLOCK_V: tl.constexpr,
                  HAS_GRAMMAR: tl.constexpr, HAS_PATCH: tl.constexpr, HAS_CAND: tl.constexpr,
                  PROBE: tl.constexpr = 0):
     """Stage 1, one program per (row n, tile t): reads the tile once and writes its max, sum
@@ -321,18 +419,17 @@ def _tile_kernel(logits_ptr, row_stride, V, K1, temp_ptr,
     reduction along the 32 lanes (a warp's shuffles) or over the BLOCK_V / 32 row results:
     a few instructions per token, which is what keeps the kernel near the memory floor.
 
-    Candidates without selection passes over the tokens: the threshold `thr` comes from
-    the tile's BLOCK_V / 32 row maxima alone (a 64-bin histogram of their log-spaced gaps
-    below the max) so that at most J rows have a max above it: the tokens above it lie in
-    those rows, typically one per row: the row's max. The rows' maxima take the first slots
-    by a prefix count over the rows; the few other tokens above thr (two top tokens in one
-    row) take the next slots from an atomic counter on the GPU (in no fixed order: the
-    row stage orders all by id). The tile's count is the number above thr, so the row
-    stage sees an overflow (more than C) and then trusts only the tile max. `thr` is the
-    tile's bound: every token with x > thr is a candidate. (A bound from the rows' second
-    values, with no selection at all, measured cheaper but is fragile: the row bound is the
-    max over tiles, and some tile almost always has two of its top four tokens in one row:
-    run 7 in bench/NOTES-sampler.md.)"""
+    Candidates without selection passes over the tokens: every token above the row's
+    threshold `thr` (set before the read by `_thr_part` from a sample of the row, so that
+    some 100-300 tokens of the row lie above it: one or two a tile) is one. The rows' maxima
+    above thr take the first slots by a prefix count over the rows; the rare other tokens
+    above it (two in one row) take the next slots from an atomic counter on the GPU (in no
+    fixed order: the row stage orders all by id). The tile's count is the number above
+    thr, so the row stage sees an overflow (more than C) and then trusts only the tile max.
+    (Earlier versions took a threshold per tile from its row maxima: a histogram per
+    program, and the row bound, the max over the tiles' bounds, needed ~8 rows a tile:
+    bench/NOTES-sampler.md, runs 7-10.)"""
+    _after_prior()
     n = tl.program_id(0)
     t = tl.program_id(1)
     b = n // K1
@@ -385,22 +482,7 @@ def _tile_kernel(logits_ptr, row_stride, V, K1, temp_ptr,
         need = (temp_raw != 0) & ((tl.load(topk_ptr + b) > 0) | (tl.load(topp_ptr + b) < 1)
                                   | (tl.load(minp_ptr + b) > 0))
         if need:
-            # at most jj rows have a max above thr: J, or half the rows holding a finite token
-            # when fewer do (the edge of a grammar's allowed range): with J of 17 live rows,
-            # the threshold would be the lowest row max and most such tiles would overflow.
-            # A histogram of the rows' log-spaced gaps below the max: the widest gap level
-            # holding at most jj row maxima; thr = the largest row max outside it
-            live = rmax > float("-inf")
-            nlive = tl.sum(live.to(tl.int32), 0)
-            jj = tl.maximum(tl.minimum(nlive // 2, J), 1)
-            gb = _gap_bin(m0 - rmax, 64)
-            cc = tl.cumsum(tl.histogram(gb, 64, mask=live), 0)
-            top = tl.max(tl.where(cc <= jj, tl.arange(0, 64), -1), 0)
-            thr = tl.max(tl.where(live & (gb > top), rmax, float("-inf")), 0)
-            if HAS_GRAMMAR:  # noqa: SIM102 - a constexpr branch around a runtime one
-                if has_g != 0:  # a tile with at most C allowed tokens keeps them all
-                    nf = tl.sum(tl.sum((x > float("-inf")).to(tl.int32), 1), 0)
-                    thr = tl.where(nf <= C, float("-inf"), thr)
+            thr = tl.load(thr_ptr + n)  # the row's threshold (`_thr_part`)
             # Slots: the maxima of the rows above thr take the first ones by a prefix count
             # over the rows (no per-token work); a row's other tokens above thr (in a few
             # tiles: two top tokens in one row) take the next ones from an atomic counter
@@ -685,6 +767,7 @@ def _finish_kernel(logits_ptr, row_stride, V, K, K1, T, temp_ptr,
     tokens drawn from p (SAMPLE stream) and from the residual (RESIDUAL stream), which
     `_combine_kernel` chains. `path`: 0 greedy, 1 candidates, 2 tiles, 3 slow (bisection),
     4 second chance (two passes over the row collect up to CMAX2 tokens)."""
+    _after_prior()
     n = tl.program_id(0)
     b = n // K1
     j = n % K1
@@ -925,6 +1008,7 @@ def _combine_kernel(draft_ptr, ndraft_ptr, acc_ptr, toks_ptr, tokr_ptr, tokens_p
     """One program per request: the acceptance chain over its rows (cut at the first
     rejection or at num_draft) and the emitted token: from the residual after a rejection,
     else from p at the bonus position."""
+    _after_prior()
     b = tl.program_id(0)
     jj = tl.arange(0, K1_PAD)
     if HAS_ND:

@@ -59,7 +59,7 @@ def record_and_compile() -> list[str]:
                 calls[key] = (self.kernel, sig, consts)
             return launch
 
-    kernels = ("_patch_kernel", "_tile_kernel", "_finish_kernel", "_combine_kernel")
+    kernels = ("_pre_kernel", "_tile_kernel", "_finish_kernel", "_combine_kernel")
     saved = {name: getattr(tk, name) for name in kernels}
     for name in kernels:
         setattr(tk, name, Recorder(saved[name]))
@@ -105,7 +105,7 @@ def test_every_launch_compiles_for_sm90(tmp_path: Path) -> None:
                           text=True, timeout=900)
     assert proc.returncode == 0, proc.stderr[-4000:]
     done = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert {"_patch_kernel", "_tile_kernel", "_finish_kernel", "_combine_kernel"} <= set(done)
+    assert {"_pre_kernel", "_tile_kernel", "_finish_kernel", "_combine_kernel"} <= set(done)
     assert len(done) >= 10, done
 
 
