@@ -2,7 +2,7 @@
 # One device call's worth of sampler work on the GPU machine (results under $OUT):
 #   bash bench/gpu_sampler.sh [smoke] [bench] [flat] [profile] [sweep] [probe] [tests]
 # (sweep: the benchmark workload under the env knobs in $SWEEP, default SONICSPEC_PDL /
-# C / TILE_MAXNREG / TILE_WARPS / BLOCK_V, one setting per word)
+# C / TILE_MAXNREG / TILE_WARPS / BLOCK_V, one config per word, settings joined by commas)
 # Needs the FlashInfer wheels in .whl/ (carried) for the baselines.
 set -uo pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
@@ -26,7 +26,7 @@ for stage in "$@"; do
     sweep) for cfg in "" ${SWEEP:-SONICSPEC_PDL=0 SONICSPEC_C=16 SONICSPEC_TILE_MAXNREG=0 \
                       SONICSPEC_TILE_WARPS=8 SONICSPEC_BLOCK_V=4096}; do
              echo "config: ${cfg:-default}" | tee -a "$OUT/sweep.log"
-             env $cfg python3 bench/sampler.py --device cuda --backend triton --scale 8 \
+             env ${cfg//,/ } python3 bench/sampler.py --device cuda --backend triton --scale 8 \
                --iters 30 --batch 1 64 256 --vocab 32000 262144 --out /tmp/sweep 2>/dev/null \
                | sed -n '2,8p' | tee -a "$OUT/sweep.log"
            done ;;

@@ -87,14 +87,15 @@ def block_v(vocab: int) -> int:
 
 
 def slots(tiles: int) -> int:
-    """Candidate slots per tile, C: 32 for rows of up to 32 tiles, 16 beyond. The row bound
-    is the max over its tiles' thresholds, so rows with many tiles keep plenty of tokens
-    above it with fewer per tile (simulated on randn*8 rows: J = 8 per tile still leaves
-    >= 190 tokens above the bound at V = 262144, J = 16 >= 119 at V = 32000), and the
-    row stage merges T * C slots. SONICSPEC_C overrides (measurement)."""
+    """Candidate slots per tile, C: 64 for rows of up to 16 tiles, 32 up to 64, 16 beyond.
+    Some 150-300 tokens of a row lie above its threshold (`sample_plan`), ~10 a tile at
+    V = 32000 but twice that where a grammar allows half the vocabulary (the tokens above
+    crowd into the allowed tiles): C is ~4x the even share so that a tile overflows (and
+    its row takes the slow path) with probability < 1e-6. The row stage merges T * C slots
+    (at most 2048). SONICSPEC_C overrides (measurement)."""
     if C_OVERRIDE:
         return int(C_OVERRIDE)
-    return 32 if tiles <= 32 else 16
+    return 64 if tiles <= 16 else 32 if tiles <= 64 else 16
 
 
 def sample(logits: torch.Tensor, batch: SamplingBatch) -> SampleOutput:

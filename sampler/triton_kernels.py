@@ -460,20 +460,26 @@ def _tile_kernel(logits_ptr, row_stride, V, K1, temp_ptr,
         else:
             x = _div(x, temp)
     rmax = tl.max(x, 1)
-    m = tl.max(rmax, 0)
-    m0 = tl.where(m > float("-inf"), m, 0.0)
-    # lowest lane holding its row's max; the tile's argmax is the lowest such id at m
+    # lowest lane holding its row's max; the tile's max and lowest id at it come from one
+    # reduction over the rows of (key of the max, -id) packed in an int64
     rlane = tl.min(tl.where(x == rmax[:, None], lane[None, :], 32), 1)
     rid = word * 32 + rlane
-    arg = tl.min(tl.where(rmax == m, rid, 2147483647), 0)
+    pk = tl.max((_key(rmax).to(tl.int64) << 32) | (2147483647 - rid).to(tl.int64), 0)
+    m = _unkey((pk >> 32).to(tl.int32))
+    arg = 2147483647 - (pk & 0xFFFFFFFF).to(tl.int32)
+    m0 = tl.where(m > float("-inf"), m, 0.0)
     s = m0 * 0.0 + 1.0
     if temp_raw != 0:  # greedy rows need only the argmax
-        # ex2.approx(x - m, times log2 e) on the SFU, not expf's ~8 instructions: the tile
+        # ex2.approx(x - max, times log2 e) on the SFU, not expf's ~8 instructions: the tile
         # masses only weigh tiles and normalise (they are never compared token by token
         # with torch, whose sums differ by rounding anyway), the error is ~2^-22 relative
         # for the tokens near the max that carry the mass, and the row stage evaluates the
-        # tokens it compares and draws with expf
-        s = tl.sum(tl.sum(tl.exp(x - m0), 1), 0)
+        # tokens it compares and draws with expf. Each row's sum is taken below its own max
+        # (no wait for the tile's), then scaled to the tile max.
+        live = rmax > float("-inf")
+        r0 = tl.where(live, rmax, 0.0)
+        rs = tl.sum(tl.exp(x - r0[:, None]), 1)
+        s = tl.sum(tl.where(live, rs * tl.exp(r0 - m0), 0.0), 0)
     o = n.to(tl.int64) * T_PAD + t
     tl.store(tmax_ptr + o, m)
     tl.store(tsum_ptr + o, s)
@@ -483,22 +489,29 @@ def _tile_kernel(logits_ptr, row_stride, V, K1, temp_ptr,
                                   | (tl.load(minp_ptr + b) > 0))
         if need:
             thr = tl.load(thr_ptr + n)  # the row's threshold (`_thr_part`)
-            # Slots: the maxima of the rows above thr take the first ones by a prefix count
-            # over the rows (no per-token work); a row's other tokens above thr (in a few
-            # tiles: two top tokens in one row) take the next ones from an atomic counter
-            sel = x > thr
-            over = rmax > thr  # the rows holding a token above thr
-            n_top = tl.sum(over.to(tl.int32), 0)
-            n_sel = tl.sum(tl.sum(sel.to(tl.int32), 1), 0)
-            if PROBE != 1:  # PROBE 1, measurement only: no candidate stores
-                slot = tl.cumsum(over.to(tl.int32), 0) - 1
-                tl.store(cval_ptr + o * C + slot, rmax, mask=over & (slot < C))
-                tl.store(cid_ptr + o * C + slot, rid, mask=over & (slot < C))
-                if n_sel > n_top:
-                    _compact(cval_ptr, cid_ptr, tcnt_ptr, o, x, offs,
-                             sel & (lane[None, :] != rlane[:, None]), n_top, n_sel, C, BLOCK_V)
-                else:
-                    tl.store(tcnt_ptr + o, n_sel)
+            if m > thr:
+                # Slots: the maxima of the rows above thr take the first ones by a prefix
+                # count over the rows (no per-token work); a row's other tokens above thr
+                # (rare: two in one row) take the next ones from an atomic counter. The
+                # counts of tokens and of rows above thr: one reduction, packed.
+                sel = x > thr
+                crow = tl.sum(sel.to(tl.int32), 1)
+                over = crow > 0  # the rows holding a token above thr
+                cnts = tl.sum(crow + (over.to(tl.int32) << 16), 0)  # (BLOCK_V < 2**16)
+                n_top = cnts >> 16
+                n_sel = cnts & 0xFFFF
+                if PROBE != 1:  # PROBE 1, measurement only: no candidate stores
+                    slot = tl.cumsum(over.to(tl.int32), 0) - 1
+                    tl.store(cval_ptr + o * C + slot, rmax, mask=over & (slot < C))
+                    tl.store(cid_ptr + o * C + slot, rid, mask=over & (slot < C))
+                    if n_sel > n_top:
+                        _compact(cval_ptr, cid_ptr, tcnt_ptr, o, x, offs,
+                                 sel & (lane[None, :] != rlane[:, None]), n_top, n_sel, C,
+                                 BLOCK_V)
+                    else:
+                        tl.store(tcnt_ptr + o, n_sel)
+            else:
+                tl.store(tcnt_ptr + o, 0)
             tl.store(tbnd_ptr + o, tl.minimum(thr, m))
 
 
