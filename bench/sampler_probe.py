@@ -55,7 +55,9 @@ def tile_variants(rows: int, vocab: int, bw: float) -> None:
             return tk._tile_kernel[(n, tiles)](
                 logits, logits.stride(0), vocab, 1, head.temperature, gm, gm.stride(0),
                 gm.stride(1), head.has_grammar, bits, pval, words,
-                head.top_k, head.top_p, head.min_p, thr, *out, T_PAD=t_pad, C=c, BLOCK_V=bv,
+                head.top_k, head.top_p, head.min_p, head.repetition_penalty,
+                head.frequency_penalty, head.presence_penalty, head.bias_len, thr, *out,
+                T_PAD=t_pad, C=c, BLOCK_V=bv,
                 HAS_GRAMMAR=gram, HAS_PATCH=patch, HAS_CAND=cand, PROBE=probe,
                 **tri.kernel_options("_tile_kernel"))
         kern = launch()

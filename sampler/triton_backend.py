@@ -7,7 +7,7 @@ logits and the weights of the tokens compared and drawn are bit-identical). Laun
 per call, every kernel gridded over rows (N = B * (K+1)), (rows, vocabulary tiles) or
 requests:
 
-1. `_pre_kernel` (N, [1 +] PARTS), after one memset (patch bits, slot counters, tickets):
+1. `_pre_kernel` (N, [1 +] parts), after one memset (patch bits, slot counters, tickets):
    - the patch (only when some row has penalties, bias or earlier drafts): at the ids the
      history, bias and drafts touch (never the whole vocabulary) the penalised, biased
      logit, written once by each id's owner entry (no [N, V] scratch, no phases), so a
@@ -202,8 +202,10 @@ def _run(logits: torch.Tensor, drafts: torch.Tensor, batch: SamplingBatch,
         tcnt = cid = targ
         tbnd = cval = tmax
         sv = sv2 = torch.empty(1, dtype=torch.int64, device=dev)
-    tk._tile_kernel[(n, tiles)](*proc_args, *filt, thr, tmax, tsum, targ, tcnt, tbnd, cval,
-                                cid, T_PAD=t_pad, C=c, BLOCK_V=bv,
+    pen = (head.repetition_penalty, head.frequency_penalty, head.presence_penalty,
+           head.bias_len)
+    tk._tile_kernel[(n, tiles)](*proc_args, *filt, *pen, thr, tmax, tsum, targ, tcnt, tbnd,
+                                cval, cid, T_PAD=t_pad, C=c, BLOCK_V=bv,
                                 HAS_CAND=has_filter, **common,
                                 **kernel_options("_tile_kernel"))
     q_mode, q, qid, q_len = _draft_probs(draft_probs, drafts, dev)
@@ -243,17 +245,24 @@ def patch(logits: torch.Tensor, drafts: torch.Tensor, num_draft: torch.Tensor | 
 
 def sample_plan(vocab: int) -> dict[str, int]:
     """How `_thr_part` samples a row: every STRIDE-th run of 32 tokens (all of them up to
-    V = 8192; 1/8 of the row up to 65536; 1/16 beyond), in 64 groups of G_RUNS runs, PARTS
-    programs of GPP groups (~2048 tokens each), threshold = the RANK-th largest group max.
-    Chosen so that about 150-300 tokens of a peaked row lie above the threshold: enough for
-    top-k 50 with margin (the top 50 put RANK or more tokens in a 1/STRIDE sample with
-    probability < 1e-5), few enough that a tile's C slots almost never overflow."""
+    V = 8192; 1/8 of the row up to 65536; 1/16 beyond), in 64 groups of G_RUNS runs, GB
+    groups (~2048 tokens) a step, threshold = the RANK-th largest group max. Chosen so that
+    about 150-300 tokens of a peaked row lie above the threshold: enough for top-k 50 with
+    margin (the top 50 put RANK or more tokens in a 1/STRIDE sample with probability
+    < 1e-5), few enough that a tile's C slots almost never overflow."""
     stride = 1 if vocab <= 8192 else 8 if vocab <= 65536 else 16
     runs = -(-vocab // (32 * stride))
     g_runs = tk.next_pow2(-(-runs // 64))
-    gpp = min(64, max(1, 2048 // (g_runs * 32)))
-    return dict(STRIDE=stride, G_RUNS=g_runs, GPP=gpp, PARTS=64 // gpp,
-                RANK=12 if stride == 16 else 16)
+    gb = min(64, max(1, 2048 // (g_runs * 32)))
+    return dict(STRIDE=stride, G_RUNS=g_runs, GB=gb, RANK=12 if stride == 16 else 16)
+
+
+def thr_parts(rows: int, gb: int) -> int:
+    """Programs per row for the thresholds: up to 64 / GB (one step each) while the whole
+    grid stays within ~1024 programs (small batches: short latency), else one per row (a
+    loop of steps, no ticket: large batches fill the GPU with rows)."""
+    parts = max(1, min(64 // gb, 1024 // max(rows, 1)))
+    return 1 << (parts.bit_length() - 1)
 
 
 def _pre(logits: torch.Tensor, drafts: torch.Tensor, num_draft: torch.Tensor | None,
@@ -279,14 +288,14 @@ def _pre(logits: torch.Tensor, drafts: torch.Tensor, num_draft: torch.Tensor | N
                                                                       gm.stride(1))
     plan = sample_plan(vocab)
     gmax = torch.empty(n, 64, dtype=torch.float32, device=dev) if has_thr else pval
-    parts = (1 if has_patch else 0) + (plan["PARTS"] if has_thr else 0)
-    tk._pre_kernel[(n, parts)](
+    parts = thr_parts(n, plan["GB"])
+    tk._pre_kernel[(n, (1 if has_patch else 0) + (parts if has_thr else 0))](
         logits, logits.stride(1), hist_ids, hist_counts, hist_ids.shape[1], bias_ids,
         bias_values, bias_ids.shape[1], drafts, drafts if num_draft is None else num_draft, k,
         k1, head.repetition_penalty, head.frequency_penalty, head.presence_penalty, bits, pval,
         vocab, (vocab + 31) // 32, head.temperature, gmask, g_sb, g_sj, head.has_grammar,
         head.top_k, head.top_p, head.min_p, gmax, bits if tick is None else tick,
-        pval if thr is None else thr,
+        pval if thr is None else thr, parts,
         HAS_HIST=has_patch and head.any_penalty, HAS_BIAS=has_patch and head.any_bias,
         HAS_EXTRA=has_patch and k > 0 and head.any_penalty, HAS_ND=num_draft is not None,
         BLOCK_H=block_h, BLOCK_B=block_b, BLOCK_K=tk.next_pow2(k),

@@ -250,21 +250,21 @@ def _in_list(ids, list_ptr, b, cap, BLOCK_C: tl.constexpr):
     return found > 0
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["parts"])  # (batch-dependent: no recompilation at 1 or 16)
 def _pre_kernel(logits_ptr, row_stride, hist_ids_ptr, hist_cnt_ptr, hist_cap, bias_ids_ptr,
                 bias_val_ptr, bias_cap, draft_ptr, ndraft_ptr, K, K1, rep_ptr, freq_ptr,
                 pres_ptr, bits_ptr, pval_ptr, V, W,
                 temp_ptr, gmask_ptr, g_sb, g_sj, hasg_ptr, topk_ptr, topp_ptr, minp_ptr,
-                gmax_ptr, tick_ptr, thr_ptr,
+                gmax_ptr, tick_ptr, thr_ptr, parts,
                 HAS_HIST: tl.constexpr, HAS_BIAS: tl.constexpr, HAS_EXTRA: tl.constexpr,
                 HAS_ND: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_B: tl.constexpr,
                 BLOCK_K: tl.constexpr, HIST_CHUNK: tl.constexpr, BIAS_CHUNK: tl.constexpr,
                 HAS_PATCH: tl.constexpr, HAS_THR: tl.constexpr, HAS_GRAMMAR: tl.constexpr,
-                PARTS: tl.constexpr, GPP: tl.constexpr, G_RUNS: tl.constexpr,
-                STRIDE: tl.constexpr, RANK: tl.constexpr):
-    """Everything before the read, over grid (rows N, [patch] + PARTS): program (n, 0) the
-    row's patch (`_patch_row`) when HAS_PATCH, the others the parts of its candidate
-    threshold (`_thr_part`) when HAS_THR."""
+                GB: tl.constexpr, G_RUNS: tl.constexpr, STRIDE: tl.constexpr,
+                RANK: tl.constexpr):
+    """Everything before the read, over grid (rows N, [patch] + parts): program (n, 0) the
+    row's patch (`_patch_row`) when HAS_PATCH, the others the `parts` parts of its candidate
+    threshold (`_thr_part`) when HAS_THR (a runtime count: one per row for large batches)."""
     _after_prior()
     n = tl.program_id(0)
     q = tl.program_id(1)
@@ -278,47 +278,55 @@ def _pre_kernel(logits_ptr, row_stride, hist_ids_ptr, hist_cnt_ptr, hist_cap, bi
         q = q - 1
     if HAS_THR:  # noqa: SIM102 - a constexpr branch around a runtime one
         if q >= 0:
-            _thr_part(logits_ptr, row_stride, V, W, K1, n, q, temp_ptr, gmask_ptr, g_sb, g_sj,
-                      hasg_ptr, topk_ptr, topp_ptr, minp_ptr, gmax_ptr, tick_ptr, thr_ptr,
-                      HAS_GRAMMAR, PARTS, GPP, G_RUNS, STRIDE, RANK)
+            _thr_part(logits_ptr, row_stride, V, W, K1, n, q, parts, temp_ptr, gmask_ptr, g_sb,
+                      g_sj, hasg_ptr, topk_ptr, topp_ptr, minp_ptr, gmax_ptr, tick_ptr, thr_ptr,
+                      HAS_GRAMMAR, GB, G_RUNS, STRIDE, RANK)
 
 
 @triton.jit
-def _thr_part(logits_ptr, row_stride, V, W, K1, n, q, temp_ptr, gmask_ptr, g_sb, g_sj,
+def _thr_part(logits_ptr, row_stride, V, W, K1, n, q, parts, temp_ptr, gmask_ptr, g_sb, g_sj,
               hasg_ptr, topk_ptr, topp_ptr, minp_ptr, gmax_ptr, tick_ptr, thr_ptr,
-              HAS_GRAMMAR: tl.constexpr, PARTS: tl.constexpr, GPP: tl.constexpr,
-              G_RUNS: tl.constexpr, STRIDE: tl.constexpr, RANK: tl.constexpr):
-    """Part q of row n's candidate threshold, for rows with top-k/top-p/min-p: a sample of
-    the row (every STRIDE-th run of 32 tokens, grammar applied, penalties not: the bound
-    needs no exactness, only about 100-300 tokens above it) in 64 groups of G_RUNS runs,
-    each a contiguous 1/64 of the row; this part takes groups [q GPP, (q+1) GPP) and stores
-    their maxima. The last part to finish (an atomic ticket, zeroed by the caller) takes
-    the RANK-th largest of the 64 group maxima (at least RANK sampled tokens lie at or
-    above it), in processed units (/ temperature), as the row's threshold: the tile kernel
-    then keeps every token above it with one compare a token, no selection per tile."""
+              HAS_GRAMMAR: tl.constexpr, GB: tl.constexpr, G_RUNS: tl.constexpr,
+              STRIDE: tl.constexpr, RANK: tl.constexpr):
+    """Part q of `parts` (a power of two) of row n's candidate threshold, for rows with
+    top-k/top-p/min-p: a sample of the row (every STRIDE-th run of 32 tokens, grammar
+    applied, penalties not: the bound needs no exactness, only about 100-300 tokens above
+    it) in 64 groups of G_RUNS runs, each a contiguous 1/64 of the row; this part takes
+    groups [q 64 / parts, (q+1) 64 / parts), GB at a time (~2048 tokens), and stores their
+    maxima. The last part to finish (an atomic ticket, zeroed by the caller; no ticket for
+    one part) takes the RANK-th largest of the 64 group maxima (at least RANK sampled tokens
+    lie at or above it), in processed units (/ temperature), as the row's threshold: the
+    tile kernel then keeps every token above it with one compare a token."""
     b = n // K1
     j = n % K1
     temp_raw = tl.load(temp_ptr + b)
     need = (temp_raw != 0) & ((tl.load(topk_ptr + b) > 0) | (tl.load(topp_ptr + b) < 1)
                               | (tl.load(minp_ptr + b) > 0))
     if need:
-        g = q * GPP + tl.arange(0, GPP)
+        gpp = 64 // parts
         c = tl.arange(0, G_RUNS * 32)
-        run = g[:, None] * G_RUNS + c[None, :] // 32
-        word = run * STRIDE
-        offs = word * 32 + c[None, :] % 32
-        ok = offs < V
-        x = tl.load(logits_ptr + n.to(tl.int64) * row_stride + offs, mask=ok,
-                    other=float("-inf")).to(tl.float32)
+        has_g = 0
         if HAS_GRAMMAR:
             has_g = tl.load(hasg_ptr + b).to(tl.int32)
-            if has_g != 0:
-                gw = tl.load(gmask_ptr + b.to(tl.int64) * g_sb + j * g_sj + word, mask=ok,
-                             other=0)
-                x = tl.where(((gw >> (offs % 32)) & 1) != 0, x, float("-inf"))
-        tl.store(gmax_ptr + n.to(tl.int64) * 64 + g, tl.max(x, 1))
+        for g0 in range(q * gpp, (q + 1) * gpp, GB):
+            g = g0 + tl.arange(0, GB)
+            run = g[:, None] * G_RUNS + c[None, :] // 32
+            word = run * STRIDE
+            offs = word * 32 + c[None, :] % 32
+            ok = offs < V
+            x = tl.load(logits_ptr + n.to(tl.int64) * row_stride + offs, mask=ok,
+                        other=float("-inf")).to(tl.float32)
+            if HAS_GRAMMAR:  # noqa: SIM102 - a constexpr branch around a runtime one
+                if has_g != 0:
+                    gw = tl.load(gmask_ptr + b.to(tl.int64) * g_sb + j * g_sj + word, mask=ok,
+                                 other=0)
+                    x = tl.where(((gw >> (offs % 32)) & 1) != 0, x, float("-inf"))
+            tl.store(gmax_ptr + n.to(tl.int64) * 64 + g, tl.max(x, 1))
         tl.debug_barrier()  # every group max stored before the ticket (release) is taken
-        if tl.atomic_add(tick_ptr + n, 1) == PARTS - 1:
+        ticket = parts - 1
+        if parts > 1:
+            ticket = tl.atomic_add(tick_ptr + n, 1)
+        if ticket == parts - 1:
             gg = tl.arange(0, 64)
             gm = tl.load(gmax_ptr + n.to(tl.int64) * 64 + gg, cache_modifier=".cg")
             nlive = tl.sum((gm > float("-inf")).to(tl.int32), 0)
@@ -406,7 +414,7 @@ def _patch_row(logits_ptr, row_stride, hist_ids_ptr, hist_cnt_ptr, hist_cap, bia
 @triton.jit
 def _tile_kernel(logits_ptr, row_stride, V, K1, temp_ptr,
                  gmask_ptr, g_sb, g_sj, hasg_ptr, bits_ptr, pval_ptr, W,
-                 topk_ptr, topp_ptr, minp_ptr,
+                 topk_ptr, topp_ptr, minp_ptr, rep_ptr, freq_ptr, pres_ptr, blen_ptr,
                  thr_ptr, tmax_ptr, tsum_ptr, targ_ptr, tcnt_ptr, tbnd_ptr, cval_ptr, cid_ptr,
                  T_PAD: tl.constexpr, C: tl.constexpr, BLOCK_V: tl.constexpr,
                  HAS_GRAMMAR: tl.constexpr, HAS_PATCH: tl.constexpr, HAS_CAND: tl.constexpr,
@@ -444,16 +452,20 @@ def _tile_kernel(logits_ptr, row_stride, V, K1, temp_ptr,
     offs = word[:, None] * 32 + lane[None, :]
     x = tl.load(logits_ptr + n.to(tl.int64) * row_stride + offs, mask=offs < V,
                 other=float("-inf")).to(tl.float32)
-    if HAS_PATCH:  # (bits past V are never set)
-        pw = tl.load(bits_ptr + n.to(tl.int64) * W + word, mask=word < W, other=0)
-        hit = ((pw[:, None] >> lane[None, :]) & 1) != 0
-        x = tl.where(hit, tl.load(pval_ptr + n.to(tl.int64) * V + offs, mask=hit, other=0.0),
-                     x)
-    if HAS_GRAMMAR:
-        gw = tl.load(gmask_ptr + b.to(tl.int64) * g_sb + j * g_sj + word, mask=word < W,
-                     other=-1)
-        gw = tl.where(has_g != 0, gw, -1)
-        x = tl.where(((gw[:, None] >> lane[None, :]) & 1) != 0, x, float("-inf"))
+    if HAS_PATCH:  # noqa: SIM102 - a constexpr branch around a runtime one
+        # only rows with a penalty or a bias read the bits (elsewhere the patch, if any, is
+        # an earlier draft's unchanged logit)
+        if ((tl.load(rep_ptr + b) != 1.0) | (tl.load(freq_ptr + b) != 0.0)
+                | (tl.load(pres_ptr + b) != 0.0) | (tl.load(blen_ptr + b) > 0)):
+            pw = tl.load(bits_ptr + n.to(tl.int64) * W + word, mask=word < W, other=0)
+            hit = ((pw[:, None] >> lane[None, :]) & 1) != 0  # (bits past V are never set)
+            x = tl.where(hit, tl.load(pval_ptr + n.to(tl.int64) * V + offs, mask=hit,
+                                      other=0.0), x)
+    if HAS_GRAMMAR:  # noqa: SIM102 - a constexpr branch around a runtime one
+        if has_g != 0:  # (rows without a grammar skip the words)
+            gw = tl.load(gmask_ptr + b.to(tl.int64) * g_sb + j * g_sj + word, mask=word < W,
+                         other=-1)
+            x = tl.where(((gw[:, None] >> lane[None, :]) & 1) != 0, x, float("-inf"))
     if temp != 1.0:  # -inf stays -inf
         if (temp >= 9.5367431640625e-07) & (temp <= 1048576.0):
             x = _tdiv(x, _div(temp * 0.0 + 1.0, temp), temp)

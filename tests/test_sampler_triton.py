@@ -86,6 +86,7 @@ def run_group(vocab: int) -> dict[str, list]:
         results["patch-long-lists"] = _patch_long(vocab)
         results["sample-grammar-edge"] = _grammar_edge(vocab)
         results["sample-tile-overflow"] = _tile_overflow(vocab)
+        results["thresholds"] = _thresholds()
     k = 3 if vocab < 200 else 2
     logits = torch.randn(8, k + 1, vocab, generator=g) * 2
     q = torch.softmax(torch.randn(8, k, vocab, generator=g) * 1.5, -1)
@@ -230,6 +231,59 @@ def _tile_overflow(vocab: int) -> list:
                                         seeds=list(range(rows)))
     out = tri._run(logits[:, None], torch.empty(rows, 0, dtype=torch.int64), batch, None, None)
     return _diff(ref.sample(logits, batch).tokens, out.tokens[:, 0])
+
+
+def _thresholds() -> list:
+    """The candidate thresholds of `_pre_kernel` (V = 20000: a 1/8 sample in 64 groups, two
+    programs per row with the atomic ticket, or one), against torch on the same sample:
+    the RANK-th largest group max (grammar applied) divided by the temperature."""
+    import torch
+
+    from sampler import SamplingBatch, SamplingParams
+    from sampler import triton_backend as tri
+
+    vocab, rows = 20000, 4
+    g = torch.Generator().manual_seed(3)
+    logits = torch.randn(rows, vocab, generator=g) * 8
+    params = [SamplingParams(temperature=0.7, top_k=50), SamplingParams(top_p=0.9),
+              SamplingParams(temperature=1.3, min_p=0.1), SamplingParams(temperature=0.9,
+                                                                          top_k=5)]
+    words = (vocab + 31) // 32
+    mask = torch.full((rows, 1, words), -1, dtype=torch.int32)
+    mask[2, :, : words * 3 // 4] = 0  # row 2: only the last quarter allowed
+    batch = SamplingBatch.from_requests(params, [[]] * rows, [[]] * rows, vocab,
+                                        grammar_bitmask=mask)
+    plan = tri.sample_plan(vocab)
+    stride, g_runs, rank = plan["STRIDE"], plan["G_RUNS"], plan["RANK"]
+    allowed = (mask[:, 0, torch.arange(vocab) // 32] >> (torch.arange(vocab) % 32)) & 1
+    want = torch.empty(rows)
+    for r in range(rows):
+        x = torch.where(allowed[r] != 0, logits[r], float("-inf"))
+        gmax = torch.full((64,), float("-inf"))
+        for grp in range(64):
+            for run in range(grp * g_runs, (grp + 1) * g_runs):
+                ids = run * stride * 32 + torch.arange(32)
+                ids = ids[ids < vocab]
+                if len(ids):
+                    gmax[grp] = max(gmax[grp], x[ids].max())
+        live = int((gmax > float("-inf")).sum())
+        k = max(min(live // 2, rank), 1)
+        want[r] = gmax.sort(descending=True).values[k - 1] / params[r].temperature
+    out = []
+    saved = tri.thr_parts
+    try:
+        for parts in (1, 2):
+            tri.thr_parts = lambda rows, gb, p=parts: p
+            thr = torch.empty(rows)
+            tick = torch.zeros(rows, dtype=torch.int32)
+            none = torch.empty(rows, 0, dtype=torch.int64)
+            bits = torch.empty(1, dtype=torch.int32)
+            tri._pre(logits[:, None], none, None, batch.head(rows), bits, False, tick, thr)
+            if not torch.equal(thr, want):
+                out.append(f"parts={parts}: {thr.tolist()} != {want.tolist()}")
+    finally:
+        tri.thr_parts = saved
+    return out
 
 
 def _diff(a, b) -> list:
