@@ -857,7 +857,7 @@ def _finish_kernel(logits_ptr, row_stride, V, K, K1, T, temp_ptr,
             ci = tl.reshape(tl.load(cid_ptr + coff, mask=cmask, other=0), [T_PAD * C])
             valid = tl.reshape(cmask, [T_PAD * C]) & (cv > lim)
             n_c = tl.sum(valid.to(tl.int32), 0)
-            if n_c > CMAX:  # raise L: the same log-spaced histogram of the gap to M
+            if n_c > CMAX:  # raise L: a log-spaced histogram of the gap to M (`_gap_bin`)
                 gb = _gap_bin(m0 - cv, 64)
                 cc = tl.cumsum(tl.histogram(gb, 64, mask=valid), 0)
                 top = tl.max(tl.where(cc <= CMAX, tl.arange(0, 64), -1), 0)
