@@ -25,6 +25,10 @@ from sampler import _triton_interpret
 _triton_interpret.install()
 
 SEEN = 1 << 20
+# A tile's candidate count (at most BLOCK_V) with bit 24 (UNORDERED) set: its slots past the
+# rows' maxima came from the atomic counter, in no id order (the row stage then sorts by id).
+# (Written as literals in the kernels: 16777216 and the count mask 16777215.)
+UNORDERED = 1 << 24
 KEY_MIN = -(1 << 63)
 # Bit-exact float32 arithmetic of the processing, as torch does it: libdevice expf (torch.exp's
 # CUDA implementation; tl.exp is ex2.approx(x * log2 e), off by several ulp for large |x|)
@@ -516,10 +520,10 @@ def _tile_kernel(logits_ptr, row_stride, V, K1, temp_ptr,
                     slot = tl.cumsum(over.to(tl.int32), 0) - 1
                     tl.store(cval_ptr + o * C + slot, rmax, mask=over & (slot < C))
                     tl.store(cid_ptr + o * C + slot, rid, mask=over & (slot < C))
-                    if n_sel > n_top:
+                    if n_sel > n_top:  # the count carries UNORDERED: slots not in id order
                         _compact(cval_ptr, cid_ptr, tcnt_ptr, o, x, offs,
-                                 sel & (lane[None, :] != rlane[:, None]), n_top, n_sel, C,
-                                 BLOCK_V)
+                                 sel & (lane[None, :] != rlane[:, None]), n_top,
+                                 n_sel | 16777216, C, BLOCK_V)
                     else:
                         tl.store(tcnt_ptr + o, n_sel)
             else:
@@ -724,10 +728,10 @@ def _resolve(v, ids, live, n_c, lim, m0, s_all, k, top_p, min_p, u_s, u_a, u_r, 
     complete = (m0 - lim) > 110.0
     ok = n_c <= R
     x_lo = float("-inf")
-    vs = tl.sort(v, 0, descending=True)
     if k > 0:
-        if k <= n_c:
-            x_lo = tl.max(tl.where(rr == k - 1, vs, float("-inf")), 0)
+        if k <= n_c:  # (rows without top-k sort nothing here)
+            x_lo = tl.max(tl.where(rr == k - 1, tl.sort(v, 0, descending=True),
+                                   float("-inf")), 0)
         else:
             ok = ok & complete
     kept0 = live & (v > float("-inf")) & (v >= x_lo)
@@ -846,6 +850,8 @@ def _finish_kernel(logits_ptr, row_stride, V, K, K1, T, temp_ptr,
             path = 1
             cs = tl.arange(0, C)
             cnt_t = tl.load(tcnt_ptr + o + tiles, mask=tv, other=0)
+            unordered = tl.max(cnt_t & 16777216, 0) != 0  # UNORDERED
+            cnt_t = cnt_t & 16777215
             # a tile that selected more than C tokens kept only C: trust its max alone
             tb = tl.where(cnt_t > C, tm,
                           tl.load(tbnd_ptr + o + tiles, mask=tv, other=float("-inf")))
@@ -865,8 +871,10 @@ def _finish_kernel(logits_ptr, row_stride, V, K, K1, T, temp_ptr,
                                              0))
                 valid = valid & (cv > lim)
                 n_c = tl.sum(valid.to(tl.int32), 0)
-            # compact the survivors through a per-row scratch, then order them by id (one
-            # int64 sort of id << 32 | value bits; padding sorts last)
+            # compact the survivors through a per-row scratch (tile by tile, each tile's
+            # row maxima in row order: id order), then, if some tile's slots came from its
+            # atomic counter, order them by id (one int64 sort of id << 32 | value bits;
+            # padding sorts last)
             slot = tl.cumsum(valid.to(tl.int32), 0) - 1
             rr = tl.arange(0, CMAX)
             pair = (ci.to(tl.int64) << 32) | (cv.to(tl.int32, bitcast=True).to(tl.int64)
@@ -874,8 +882,10 @@ def _finish_kernel(logits_ptr, row_stride, V, K, K1, T, temp_ptr,
             tl.store(sv_ptr + n.to(tl.int64) * CMAX + slot, pair, mask=valid & (slot < CMAX))
             tl.debug_barrier()
             live = rr < n_c
-            pair = tl.sort(tl.load(sv_ptr + n.to(tl.int64) * CMAX + rr, mask=live,
-                                   other=9223372036854775807), 0)
+            pair = tl.load(sv_ptr + n.to(tl.int64) * CMAX + rr, mask=live,
+                           other=9223372036854775807)
+            if unordered:
+                pair = tl.sort(pair, 0)
             ids = (pair >> 32).to(tl.int32)
             v = tl.where(live, (pair & 0xFFFFFFFF).to(tl.int32).to(tl.float32, bitcast=True),
                          float("-inf"))
