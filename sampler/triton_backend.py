@@ -47,8 +47,9 @@ from sampler.torch_backend import DraftProbs, _expand_positions
 C_OVERRIDE = os.environ.get("SONICSPEC_C")  # measurement: candidate slots per tile
 TILE_WARPS = int(os.environ.get("SONICSPEC_TILE_WARPS", "4"))
 FINISH_WARPS = int(os.environ.get("SONICSPEC_FINISH_WARPS", "8"))
-# A register cap for the tile kernel: 56 compiles without spills (70 uncapped), which lets 9
-# programs of 4 warps share an SM instead of 7: more loads in flight. 0 = no cap.
+# A register cap for the tile kernel: 56 (72 uncapped; one register spilled once a program),
+# which lets 9 programs of 4 warps share an SM instead of 7: more loads in flight (run 8's
+# sweep: uncapped 4-5% slower). 0 = no cap.
 TILE_MAXNREG = int(os.environ.get("SONICSPEC_TILE_MAXNREG", "56"))
 CMAX = 128  # candidates per row kept for the exact filters
 CMAX2 = 512  # tokens per row the second chance collects
