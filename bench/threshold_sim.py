@@ -1,0 +1,67 @@
+"""How the candidate threshold of `_thr_part` behaves on synthetic rows (CPU, no Triton):
+for each vocabulary, rows of randn * scale logits, with and without a grammar that forbids
+the first half of the vocabulary (as bench/sampler.py's workload), the same sample plan as
+the kernel (`triton_backend.sample_plan`), and per row: the tokens above the threshold
+(top-k 50 needs 50), and the most in one 2048-token tile against the C slots (more sends
+the row to the slow path). Measurement only.
+
+    python bench/threshold_sim.py [--rows 2000] [--scale 8]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import torch
+
+sys.path[0] = str(Path(__file__).resolve().parents[1])
+from sampler import triton_backend as tri  # noqa: E402
+
+TILE = 2048  # the GPU's BLOCK_V
+
+
+def thresholds(x: torch.Tensor, vocab: int) -> torch.Tensor:
+    """The kernel's threshold of each row of x [rows, V] (before the temperature)."""
+    plan = tri.sample_plan(vocab)
+    stride, g_runs, rank = plan["STRIDE"], plan["G_RUNS"], plan["RANK"]
+    ids = torch.arange(64 * g_runs)[:, None] * stride * 32 + torch.arange(32)[None, :]
+    sampled = torch.where(ids < vocab, x[:, ids.clamp(max=vocab - 1)],
+                          torch.tensor(float("-inf")))  # [rows, runs, 32]
+    group = (torch.arange(64 * g_runs) // g_runs).expand(x.shape[0], -1)
+    gmax = torch.full((x.shape[0], 64), float("-inf")).scatter_reduce(
+        1, group, sampled.amax(-1), "amax")
+    live = (gmax > float("-inf")).sum(1)
+    r = torch.clamp(torch.minimum(live // 2, torch.tensor(rank)), min=1)
+    return gmax.sort(1, descending=True).values.gather(1, (r - 1)[:, None])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rows", type=int, default=2000)
+    ap.add_argument("--scale", type=float, default=8.0)
+    args = ap.parse_args()
+    torch.manual_seed(0)
+    print(f"{'V':>7} {'grammar':>7} {'C':>3} | above the threshold: min   p1  med  p99  max | "
+          f"P(<50)  max/tile  P(tile > C)")
+    for vocab in (32000, 128256, 262144):
+        tiles = -(-vocab // TILE)
+        c = tri.slots(tiles)
+        for grammar in (False, True):
+            x = torch.randn(args.rows, vocab) * args.scale
+            if grammar:
+                x[:, : (vocab + 31) // 32 // 2 * 32] = float("-inf")
+            above = x > thresholds(x, vocab)
+            count = above.sum(1)
+            per_tile = torch.nn.functional.pad(above, (0, tiles * TILE - vocab)).view(
+                args.rows, tiles, TILE).sum(-1).amax(1)
+            q = torch.quantile(count.float(), torch.tensor([0.0, 0.01, 0.5, 0.99, 1.0]))
+            print(f"{vocab:>7} {str(grammar):>7} {c:>3} | "
+                  + " ".join(f"{v:4d}" for v in q.int().tolist())
+                  + f" | {float((count < 50).float().mean()):6.4f}  {int(per_tile.max()):8d}"
+                  f"  {float((per_tile > c).float().mean()):11.4f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
