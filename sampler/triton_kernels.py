@@ -25,10 +25,6 @@ from sampler import _triton_interpret
 _triton_interpret.install()
 
 SEEN = 1 << 20
-# A tile's candidate count (at most BLOCK_V) with bit 24 (UNORDERED) set: its slots past the
-# rows' maxima came from the atomic counter, in no id order (the row stage then sorts by id).
-# (Written as literals in the kernels: 16777216 and the count mask 16777215.)
-UNORDERED = 1 << 24
 KEY_MIN = -(1 << 63)
 # Bit-exact float32 arithmetic of the processing, as torch does it: libdevice expf (torch.exp's
 # CUDA implementation; tl.exp is ex2.approx(x * log2 e), off by several ulp for large |x|)
@@ -152,6 +148,12 @@ def _uniform(seed, pos, stream: tl.constexpr):
     h = _mix32(h ^ (seed >> 32).to(tl.uint32))
     h = _mix32(h ^ pos.to(tl.uint32))
     return ((h >> 9).to(tl.float32) + 0.5) * 1.1920928955078125e-07
+
+
+@triton.jit
+def _filtered(temp_raw, k, top_p, min_p):
+    """A sampled (not greedy) row with top-k, top-p or min-p: it needs candidates."""
+    return (temp_raw != 0) & ((k > 0) | (top_p < 1) | (min_p > 0))
 
 
 @triton.jit
@@ -282,13 +284,13 @@ def _pre_kernel(logits_ptr, row_stride, hist_ids_ptr, hist_cnt_ptr, hist_cap, bi
         q = q - 1
     if HAS_THR:  # noqa: SIM102 - a constexpr branch around a runtime one
         if q >= 0:
-            _thr_part(logits_ptr, row_stride, V, W, K1, n, q, parts, temp_ptr, gmask_ptr, g_sb,
+            _thr_part(logits_ptr, row_stride, V, K1, n, q, parts, temp_ptr, gmask_ptr, g_sb,
                       g_sj, hasg_ptr, topk_ptr, topp_ptr, minp_ptr, gmax_ptr, tick_ptr, thr_ptr,
                       HAS_GRAMMAR, GB, G_RUNS, STRIDE, RANK)
 
 
 @triton.jit
-def _thr_part(logits_ptr, row_stride, V, W, K1, n, q, parts, temp_ptr, gmask_ptr, g_sb, g_sj,
+def _thr_part(logits_ptr, row_stride, V, K1, n, q, parts, temp_ptr, gmask_ptr, g_sb, g_sj,
               hasg_ptr, topk_ptr, topp_ptr, minp_ptr, gmax_ptr, tick_ptr, thr_ptr,
               HAS_GRAMMAR: tl.constexpr, GB: tl.constexpr, G_RUNS: tl.constexpr,
               STRIDE: tl.constexpr, RANK: tl.constexpr):
@@ -304,9 +306,8 @@ def _thr_part(logits_ptr, row_stride, V, W, K1, n, q, parts, temp_ptr, gmask_ptr
     b = n // K1
     j = n % K1
     temp_raw = tl.load(temp_ptr + b)
-    need = (temp_raw != 0) & ((tl.load(topk_ptr + b) > 0) | (tl.load(topp_ptr + b) < 1)
-                              | (tl.load(minp_ptr + b) > 0))
-    if need:
+    if _filtered(temp_raw, tl.load(topk_ptr + b), tl.load(topp_ptr + b),
+                 tl.load(minp_ptr + b)):
         gpp = 64 // parts
         c = tl.arange(0, G_RUNS * 32)
         has_g = 0
@@ -500,10 +501,9 @@ def _tile_kernel(logits_ptr, row_stride, V, K1, temp_ptr,
     tl.store(tmax_ptr + o, m)
     tl.store(tsum_ptr + o, s)
     tl.store(targ_ptr + o, arg)
-    if HAS_CAND:
-        need = (temp_raw != 0) & ((tl.load(topk_ptr + b) > 0) | (tl.load(topp_ptr + b) < 1)
-                                  | (tl.load(minp_ptr + b) > 0))
-        if need:
+    if HAS_CAND:  # noqa: SIM102 - a constexpr branch around a runtime one
+        if _filtered(temp_raw, tl.load(topk_ptr + b), tl.load(topp_ptr + b),
+                     tl.load(minp_ptr + b)):
             thr = tl.load(thr_ptr + n)  # the row's threshold (`_thr_part`)
             if m > thr:
                 # Slots: the maxima of the rows above thr take the first ones by a prefix
@@ -520,7 +520,7 @@ def _tile_kernel(logits_ptr, row_stride, V, K1, temp_ptr,
                     slot = tl.cumsum(over.to(tl.int32), 0) - 1
                     tl.store(cval_ptr + o * C + slot, rmax, mask=over & (slot < C))
                     tl.store(cid_ptr + o * C + slot, rid, mask=over & (slot < C))
-                    if n_sel > n_top:  # the count carries UNORDERED: slots not in id order
+                    if n_sel > n_top:  # count | 2**24: slots past the maxima in no id order
                         _compact(cval_ptr, cid_ptr, tcnt_ptr, o, x, offs,
                                  sel & (lane[None, :] != rlane[:, None]), n_top,
                                  n_sel | 16777216, C, BLOCK_V)
@@ -822,7 +822,7 @@ def _finish_kernel(logits_ptr, row_stride, V, K, K1, T, temp_ptr,
     tmass = tl.where(tm > float("-inf"), _exp(tm - m0) * ts, 0.0)
     s_all = tl.sum(tmass, 0)
     tiny = 1.1754943508222875e-38
-    filtered = (temp_raw != 0) & ((k > 0) | (top_p < 1) | (min_p > 0))
+    filtered = _filtered(temp_raw, k, top_p, min_p)
     xd = -1
     has_d = j < 0
     if VERIFY:
@@ -850,7 +850,9 @@ def _finish_kernel(logits_ptr, row_stride, V, K, K1, T, temp_ptr,
             path = 1
             cs = tl.arange(0, C)
             cnt_t = tl.load(tcnt_ptr + o + tiles, mask=tv, other=0)
-            unordered = tl.max(cnt_t & 16777216, 0) != 0  # UNORDERED
+            # bit 24 of a tile's count: its slots past the rows' maxima came from the atomic
+            # counter, in no id order
+            unordered = tl.max(cnt_t & 16777216, 0) != 0
             cnt_t = cnt_t & 16777215
             # a tile that selected more than C tokens kept only C: trust its max alone
             tb = tl.where(cnt_t > C, tm,

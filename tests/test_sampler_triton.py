@@ -235,10 +235,12 @@ def _tile_overflow(vocab: int) -> list:
 
 def _thresholds() -> list:
     """The candidate thresholds of `_pre_kernel` (V = 20000: a 1/8 sample in 64 groups, two
-    programs per row with the atomic ticket, or one), against torch on the same sample:
-    the RANK-th largest group max (grammar applied) divided by the temperature."""
+    programs per row with the atomic ticket, or one), against torch on the same sample
+    (`bench/threshold_sim.py`): the RANK-th largest group max (grammar applied) divided by
+    the temperature."""
     import torch
 
+    from bench.threshold_sim import thresholds
     from sampler import SamplingBatch, SamplingParams
     from sampler import triton_backend as tri
 
@@ -253,22 +255,9 @@ def _thresholds() -> list:
     mask[2, :, : words * 3 // 4] = 0  # row 2: only the last quarter allowed
     batch = SamplingBatch.from_requests(params, [[]] * rows, [[]] * rows, vocab,
                                         grammar_bitmask=mask)
-    plan = tri.sample_plan(vocab)
-    stride, g_runs, rank = plan["STRIDE"], plan["G_RUNS"], plan["RANK"]
     allowed = (mask[:, 0, torch.arange(vocab) // 32] >> (torch.arange(vocab) % 32)) & 1
-    want = torch.empty(rows)
-    for r in range(rows):
-        x = torch.where(allowed[r] != 0, logits[r], float("-inf"))
-        gmax = torch.full((64,), float("-inf"))
-        for grp in range(64):
-            for run in range(grp * g_runs, (grp + 1) * g_runs):
-                ids = run * stride * 32 + torch.arange(32)
-                ids = ids[ids < vocab]
-                if len(ids):
-                    gmax[grp] = max(gmax[grp], x[ids].max())
-        live = int((gmax > float("-inf")).sum())
-        k = max(min(live // 2, rank), 1)
-        want[r] = gmax.sort(descending=True).values[k - 1] / params[r].temperature
+    want = thresholds(torch.where(allowed != 0, logits, float("-inf")), vocab)[:, 0]
+    want = torch.stack([want[r] / params[r].temperature for r in range(rows)])
     out = []
     saved = tri.thr_parts
     try:
