@@ -7,7 +7,7 @@ logits and the weights of the tokens compared and drawn are bit-identical). Laun
 per call, every kernel gridded over rows (N = B * (K+1)), (rows, vocabulary tiles) or
 requests:
 
-1. `_pre_kernel` (N, [1 +] parts), after one memset (patch bits, slot counters, tickets):
+1. `_pre_kernel` (N, [1 +] parts), with no memset before it:
    - the patch (only when some row has penalties, bias or earlier drafts): at the ids the
      history, bias and drafts touch (never the whole vocabulary) the penalised, biased
      logit, written once by each id's owner entry (no [N, V] scratch, no phases), so a
@@ -173,17 +173,12 @@ def _run(logits: torch.Tensor, drafts: torch.Tensor, batch: SamplingBatch,
         gmask, g_sb, g_sj = head.has_grammar, 0, 0
     has_patch = head.any_penalty or head.any_bias
     has_filter = head.max_top_k > 0 or head.any_top_p or head.any_min_p
-    # one memset for the token bits of the patch, the tiles' atomic slot counters and the
-    # threshold parts' tickets
-    n_bits = n * words if has_patch else 0
-    n_cnt = n * t_pad if has_filter else 0
-    zeroed = torch.zeros(n_bits + n_cnt + (n if has_filter else 0), dtype=torch.int32,
-                         device=dev)
-    bits = zeroed[:n_bits].view(n, words) if has_patch else torch.empty(1, dtype=torch.int32,
-                                                                         device=dev)
+    # No memset: the patch programs zero their rows' bits, a tile zeroes its slot counter
+    # when it needs it, and the threshold tickets live in a buffer that outlives the call.
+    bits = torch.empty(n * words if has_patch else 1, dtype=torch.int32, device=dev)
     thr = torch.empty(n if has_filter else 1, **f32)
     pval = _pre(logits, drafts, n_draft if has_nd else None, head, bits, has_patch,
-                zeroed[n_bits + n_cnt:] if has_filter else None, thr)
+                _tickets(n, dev) if has_filter else None, thr)
     common = dict(HAS_GRAMMAR=has_grammar, HAS_PATCH=has_patch)
     proc_args = (logits, logits.stride(1), vocab, k1, head.temperature,
                  gmask, g_sb, g_sj, head.has_grammar, bits, pval, words)
@@ -193,7 +188,7 @@ def _run(logits: torch.Tensor, drafts: torch.Tensor, batch: SamplingBatch,
     targ = torch.empty(n, t_pad, dtype=torch.int32, device=dev)
     c = slots(tiles)
     if has_filter:
-        tcnt = zeroed[n_bits:n_bits + n_cnt].view(n, t_pad)  # atomic slot counters
+        tcnt = torch.empty(n, t_pad, dtype=torch.int32, device=dev)
         tbnd = torch.empty(n, t_pad, **f32)
         cval = torch.empty(n, t_pad, c, **f32)
         cid = torch.empty(n, t_pad, c, dtype=torch.int32, device=dev)
@@ -235,11 +230,30 @@ def _run(logits: torch.Tensor, drafts: torch.Tensor, batch: SamplingBatch,
     return _Raw(out, n_acc, n_draft if has_nd else None, path)
 
 
+_TICKETS: dict[torch.device, torch.Tensor] = {}
+
+
+def _tickets(rows: int, dev: torch.device) -> torch.Tensor:
+    """The threshold parts' atomic tickets, [rows] int32, zero at every call: a buffer per
+    device that outlives the calls (each call's last part zeroes its row's ticket again),
+    so no memset precedes the launch. Calls on one device run in stream order (as the
+    engine and CUDA-graph replays do); a buffer first needed during a capture is made for
+    that call alone (zeroed inside the graph), never kept."""
+    buf = _TICKETS.get(dev)
+    if buf is not None and buf.numel() >= rows:
+        return buf
+    buf = torch.zeros(max(rows, 1024), dtype=torch.int32, device=dev)
+    if dev.type != "cuda" or not torch.cuda.is_current_stream_capturing():
+        _TICKETS[dev] = buf
+    return buf
+
+
 def patch(logits: torch.Tensor, drafts: torch.Tensor, num_draft: torch.Tensor | None,
           head: SamplingBatch, bits: torch.Tensor) -> torch.Tensor:
     """The patch alone (`_pre_kernel` without the thresholds): sets in `bits` ([N, ceil(V/32)]
-    int32, zeroed) the ids each row's history, bias and earlier drafts touch and returns
-    pval [N, V] float32 holding their penalised, biased logits there (elsewhere unwritten).
+    int32; the kernel zeroes it) the ids each row's history, bias and earlier drafts touch
+    and returns pval [N, V] float32 holding their penalised, biased logits there (elsewhere
+    unwritten).
     logits [B, K+1, V] contiguous, drafts [B, K] int64."""
     return _pre(logits, drafts, num_draft, head, bits, True, None, None)
 
@@ -270,7 +284,8 @@ def _pre(logits: torch.Tensor, drafts: torch.Tensor, num_draft: torch.Tensor | N
          head: SamplingBatch, bits: torch.Tensor, has_patch: bool, tick: torch.Tensor | None,
          thr: torch.Tensor | None) -> torch.Tensor:
     """`_pre_kernel`: the patch (when has_patch: see `patch`) and, when `tick` ([N] int32,
-    zeroed) is given, each filtered row's candidate threshold in `thr` [N]. Returns pval."""
+    zero; zero again after the call) is given, each filtered row's candidate threshold in
+    `thr` [N]. Returns pval."""
     bsz, k1, vocab = logits.shape
     k = k1 - 1
     dev = logits.device

@@ -7,8 +7,8 @@ K and the dtype. Processed values are recomputed on the fly from the logits by `
 (grammar bit, sparse penalty/bias patch, temperature): no [B, V] processed tensor is written.
 
 Sparse patch: tokens touched by history, logit bias or earlier drafts get a bit in `bits`
-[N, ceil(V/32)] (zeroed per call) and, at those ids only, their penalised and biased logit in
-`pval` [N, V] (allocated, but touched only at the patched ids).
+[N, ceil(V/32)] (zeroed per call by the row's patch program) and, at those ids only, their
+penalised and biased logit in `pval` [N, V] (allocated, but touched only at the patched ids).
 """
 
 from __future__ import annotations
@@ -114,15 +114,51 @@ else:
     def _compact(cval_ptr, cid_ptr, cnt_ptr, o, x, offs, sel, base, total,
                  C: tl.constexpr, N: tl.constexpr):
         """Write the selected (value, id) pairs to the tile's slots from `base` on: each
-        takes a slot from an atomic counter (zeroed by the caller), so the order is
-        arbitrary and the row stage sorts by id; no prefix sum over the tile. Then, once
-        every thread's atomics are done (a barrier), the tile's count `total`."""
+        takes a slot from an atomic counter (the tile's count word, zeroed here first: it
+        is this program's alone), so the order is arbitrary and the row stage sorts by id;
+        no prefix sum over the tile. Then, once every thread's atomics are done (a
+        barrier), the tile's count `total`."""
+        tl.store(cnt_ptr + o, 0)
+        tl.debug_barrier()
         slot = base + tl.atomic_add(cnt_ptr + o + tl.zeros_like(offs),
                                     tl.full(offs.shape, 1, tl.int32), mask=sel, sem="relaxed")
         tl.store(cval_ptr + o * C + slot, x, mask=sel & (slot < C))
         tl.store(cid_ptr + o * C + slot, offs, mask=sel & (slot < C))
         tl.debug_barrier()
         tl.store(cnt_ptr + o, total)
+
+
+if INTERPRET:
+
+    @triton.jit
+    def _popc64(x):
+        """Set bits of int64 x (SWAR: the interpreter has no libdevice)."""
+        u = x.to(tl.uint64, bitcast=True)
+        u = u - ((u >> 1) & 0x5555555555555555)
+        u = (u & 0x3333333333333333) + ((u >> 2) & 0x3333333333333333)
+        u = (u + (u >> 4)) & 0x0F0F0F0F0F0F0F0F
+        return ((u * 0x0101010101010101) >> 56).to(tl.int32)
+
+else:
+
+    @triton.jit
+    def _popc64(x):
+        return libdevice.popc(x)
+
+
+@triton.jit
+def _add2(a0, a1, b0, b1):
+    return a0 + b0, a1 + b1
+
+
+@triton.jit
+def _max_sum(ka, ma, sa, kb, mb, sb):
+    """Combine of (max key, max value, sum of exp(x - max value)) pairs (online softmax);
+    an all -inf part has sum 0."""
+    m = tl.maximum(ma, mb)
+    ea = tl.where(ma == m, 1.0, tl.exp(ma - m))
+    eb = tl.where(mb == m, 1.0, tl.exp(mb - m))
+    return tl.maximum(ka, kb), m, sa * ea + sb * eb
 
 
 @triton.jit
@@ -215,7 +251,9 @@ def _write_patch(logits_ptr, n, row_stride, ids, ok, seen, cnt, bv, rep, freq, p
     y = y - freq * c
     y = y - pres * (c > 0).to(tl.float32)
     tl.store(pbase + ids, y + bv, mask=ok)
-    tl.atomic_or(bits_row + ids // 32, (1 << (ids % 32)).to(tl.int32), mask=ok)
+    # relaxed: only later kernels read the bits (Triton's default, acq_rel, fences each one)
+    tl.atomic_or(bits_row + ids // 32, (1 << (ids % 32)).to(tl.int32), mask=ok,
+                 sem="relaxed")
 
 
 @triton.jit
@@ -276,6 +314,11 @@ def _pre_kernel(logits_ptr, row_stride, hist_ids_ptr, hist_cnt_ptr, hist_cap, bi
     q = tl.program_id(1)
     if HAS_PATCH:
         if q == 0:
+            # the row's bit words, zeroed here (no memset before the launch), then set
+            zb = tl.arange(0, 1024)
+            for w0 in range(0, W, 1024):
+                tl.store(bits_ptr + n.to(tl.int64) * W + w0 + zb, 0, mask=w0 + zb < W)
+            tl.debug_barrier()
             _patch_row(logits_ptr, row_stride, hist_ids_ptr, hist_cnt_ptr, hist_cap,
                        bias_ids_ptr, bias_val_ptr, bias_cap, draft_ptr, ndraft_ptr, K, K1,
                        rep_ptr, freq_ptr, pres_ptr, bits_ptr, pval_ptr, V, W, n,
@@ -299,10 +342,11 @@ def _thr_part(logits_ptr, row_stride, V, K1, n, q, parts, temp_ptr, gmask_ptr, g
     applied, penalties not: the bound needs no exactness, only about 100-300 tokens above
     it) in 64 groups of G_RUNS runs, each a contiguous 1/64 of the row; this part takes
     groups [q 64 / parts, (q+1) 64 / parts), GB at a time (~2048 tokens), and stores their
-    maxima. The last part to finish (an atomic ticket, zeroed by the caller; no ticket for
-    one part) takes the RANK-th largest of the 64 group maxima (at least RANK sampled tokens
-    lie at or above it), in processed units (/ temperature), as the row's threshold: the
-    tile kernel then keeps every token above it with one compare a token."""
+    maxima. The last part to finish (an atomic ticket: zero before the call, in a buffer
+    that outlives it, and zeroed again by that last part; no ticket for one part) takes the
+    RANK-th largest of the 64 group maxima (at least RANK sampled tokens lie at or above it),
+    in processed units (/ temperature), as the row's threshold: the tile kernel then keeps
+    every token above it with one compare a token."""
     b = n // K1
     j = n % K1
     temp_raw = tl.load(temp_ptr + b)
@@ -341,6 +385,8 @@ def _thr_part(logits_ptr, row_stride, V, K1, n, q, parts, temp_ptr, gmask_ptr, g
             if temp_raw != 1.0:
                 thr = _div(thr, temp_raw)
             tl.store(thr_ptr + n, thr)
+            if parts > 1:  # every part has taken its ticket: zero it for the next call
+                tl.store(tick_ptr + n, 0)
 
 
 @triton.jit
@@ -451,6 +497,7 @@ def _tile_kernel(logits_ptr, row_stride, V, K1, temp_ptr,
     temp = tl.where(temp_raw == 0, 1.0, temp_raw)
     has_g = tl.load(hasg_ptr + b).to(tl.int32)
     NW: tl.constexpr = BLOCK_V // 32
+    tl.static_assert(NW <= 64)  # (the candidates' row mask is one int64)
     row = tl.arange(0, NW)
     word = t * NW + row
     lane = tl.arange(0, 32)
@@ -481,22 +528,23 @@ def _tile_kernel(logits_ptr, row_stride, V, K1, temp_ptr,
     # reduction over the rows of (key of the max, -id) packed in an int64
     rlane = tl.min(tl.where(x == rmax[:, None], lane[None, :], 32), 1)
     rid = word * 32 + rlane
-    pk = tl.max((_key(rmax).to(tl.int64) << 32) | (2147483647 - rid).to(tl.int64), 0)
-    m = _unkey((pk >> 32).to(tl.int32))
-    arg = 2147483647 - (pk & 0xFFFFFFFF).to(tl.int32)
-    m0 = tl.where(m > float("-inf"), m, 0.0)
-    s = m0 * 0.0 + 1.0
-    if temp_raw != 0:  # greedy rows need only the argmax
+    rkey = (_key(rmax).to(tl.int64) << 32) | (2147483647 - rid).to(tl.int64)
+    if temp_raw != 0:
         # ex2.approx(x - max, times log2 e) on the SFU, not expf's ~8 instructions: the tile
         # masses only weigh tiles and normalise (they are never compared token by token
         # with torch, whose sums differ by rounding anyway), the error is ~2^-22 relative
         # for the tokens near the max that carry the mass, and the row stage evaluates the
-        # tokens it compares and draws with expf. Each row's sum is taken below its own max
-        # (no wait for the tile's), then scaled to the tile max.
-        live = rmax > float("-inf")
-        r0 = tl.where(live, rmax, 0.0)
+        # tokens it compares and draws with expf. Each row's sum is taken below its own
+        # max; one reduction over the rows then gives the key and the sum at the tile max
+        # (an online-softmax combine: no second pass after the max is known).
+        r0 = tl.where(rmax > float("-inf"), rmax, 0.0)
         rs = tl.sum(tl.exp(x - r0[:, None]), 1)
-        s = tl.sum(tl.where(live, rs * tl.exp(r0 - m0), 0.0), 0)
+        pk, _, s = tl.reduce((rkey, rmax, rs), 0, _max_sum)
+    else:  # greedy rows need only the argmax
+        pk = tl.max(rkey, 0)
+        s = tl.full((), 1.0, tl.float32)
+    m = _unkey((pk >> 32).to(tl.int32))
+    arg = 2147483647 - (pk & 0xFFFFFFFF).to(tl.int32)
     o = n.to(tl.int64) * T_PAD + t
     tl.store(tmax_ptr + o, m)
     tl.store(tsum_ptr + o, s)
@@ -513,11 +561,15 @@ def _tile_kernel(logits_ptr, row_stride, V, K1, temp_ptr,
                 sel = x > thr
                 crow = tl.sum(sel.to(tl.int32), 1)
                 over = crow > 0  # the rows holding a token above thr
-                cnts = tl.sum(crow + (over.to(tl.int32) << 16), 0)  # (BLOCK_V < 2**16)
-                n_top = cnts >> 16
-                n_sel = cnts & 0xFFFF
+                # one reduction over the rows: the mask of rows above thr (one bit a row:
+                # BLOCK_V = 64 rows of 32 at most) and the count of tokens above it; a row's
+                # slot is the number of rows above thr before it (a popcount: no scan)
+                rbit = tl.where(over, tl.full([NW], 1, tl.int64) << row.to(tl.int64), 0)
+                rmask, n_sel = tl.reduce((rbit, crow), 0, _add2)
+                n_top = _popc64(rmask)
                 if PROBE != 1:  # PROBE 1, measurement only: no candidate stores
-                    slot = tl.cumsum(over.to(tl.int32), 0) - 1
+                    below = (tl.full([NW], 1, tl.int64) << row.to(tl.int64)) - 1
+                    slot = _popc64(rmask & below)
                     tl.store(cval_ptr + o * C + slot, rmax, mask=over & (slot < C))
                     tl.store(cid_ptr + o * C + slot, rid, mask=over & (slot < C))
                     if n_sel > n_top:  # count | 2**24: slots past the maxima in no id order
@@ -728,10 +780,15 @@ def _resolve(v, ids, live, n_c, lim, m0, s_all, k, top_p, min_p, u_s, u_a, u_r, 
     complete = (m0 - lim) > 110.0
     ok = n_c <= R
     x_lo = float("-inf")
+    # One sort of the values serves both filters: the kept set of top-k is a prefix of it,
+    # and top-p's probabilities exp(v - M) / S, monotone in v, come out in the same
+    # (descending) order, so their prefix sums are those of sorting the probabilities.
+    vs = v
+    if ((k > 0) & (k <= n_c)) | (top_p < 1):
+        vs = tl.sort(v, 0, descending=True)
     if k > 0:
-        if k <= n_c:  # (rows without top-k sort nothing here)
-            x_lo = tl.max(tl.where(rr == k - 1, tl.sort(v, 0, descending=True),
-                                   float("-inf")), 0)
+        if k <= n_c:
+            x_lo = tl.max(tl.where(rr == k - 1, vs, float("-inf")), 0)
         else:
             ok = ok & complete
     kept0 = live & (v > float("-inf")) & (v >= x_lo)
@@ -741,9 +798,9 @@ def _resolve(v, ids, live, n_c, lim, m0, s_all, k, top_p, min_p, u_s, u_a, u_r, 
     s_c = tl.maximum(s_a, tiny)
     pthr = 0.0
     if top_p < 1:
-        ps = tl.sort(tl.where(kept0, _div(_exp(v - m0), s_c), 0.0), 0, descending=True)
+        n_k = tl.sum(kept0.to(tl.int32), 0)  # (the kept values are vs[:n_k])
+        ps = tl.where(rr < n_k, _div(_exp(vs - m0), s_c), 0.0)
         csum = tl.cumsum(ps, 0)
-        n_k = tl.sum(kept0.to(tl.int32), 0)
         below = tl.sum(((rr < n_k) & (csum < top_p)).to(tl.int32), 0)
         if below >= n_k:
             ok = ok & complete

@@ -165,7 +165,8 @@ def _check_patch(vocab, params, prompts, outputs, drafts, num_draft) -> list:
     rows, k = drafts.shape
     batch = SamplingBatch.from_requests(params, prompts, outputs, vocab, num_positions=k + 1)
     logits = torch.randn(rows, k + 1, vocab, generator=torch.Generator().manual_seed(3)) * 3
-    bits = torch.zeros(rows * (k + 1), (vocab + 31) // 32, dtype=torch.int32)
+    # not zeroed: the patch programs zero their rows' words themselves
+    bits = torch.full((rows * (k + 1), (vocab + 31) // 32), -1, dtype=torch.int32)
     pval = tri.patch(logits, drafts, num_draft, batch.head(rows), bits)
     nd = torch.full((rows,), k) if num_draft is None else num_draft
     expanded, _, earlier = _expand_positions(batch, rows, k + 1, drafts, nd)
@@ -263,13 +264,16 @@ def _thresholds() -> list:
     try:
         for parts in (1, 2):
             tri.thr_parts = lambda rows, gb, p=parts: p
-            thr = torch.empty(rows)
             tick = torch.zeros(rows, dtype=torch.int32)
             none = torch.empty(rows, 0, dtype=torch.int64)
             bits = torch.empty(1, dtype=torch.int32)
-            tri._pre(logits[:, None], none, None, batch.head(rows), bits, False, tick, thr)
-            if not torch.equal(thr, want):
-                out.append(f"parts={parts}: {thr.tolist()} != {want.tolist()}")
+            for call in range(2):  # the tickets are zero again after a call: reusable
+                thr = torch.empty(rows)
+                tri._pre(logits[:, None], none, None, batch.head(rows), bits, False, tick, thr)
+                if not torch.equal(thr, want):
+                    out.append(f"parts={parts} call {call}: {thr.tolist()} != {want.tolist()}")
+                if bool(tick.any()):
+                    out.append(f"parts={parts} call {call}: tickets left at {tick.tolist()}")
     finally:
         tri.thr_parts = saved
     return out
