@@ -152,16 +152,6 @@ def _add2(a0, a1, b0, b1):
 
 
 @triton.jit
-def _max_sum(ka, ma, sa, kb, mb, sb):
-    """Combine of (max key, max value, sum of exp(x - max value)) pairs (online softmax);
-    an all -inf part has sum 0."""
-    m = tl.maximum(ma, mb)
-    ea = tl.where(ma == m, 1.0, tl.exp(ma - m))
-    eb = tl.where(mb == m, 1.0, tl.exp(mb - m))
-    return tl.maximum(ka, kb), m, sa * ea + sb * eb
-
-
-@triton.jit
 def _mix32(x):
     """lowbias32 on uint32 (wrapping multiplies), as sampler.rng.mix32."""
     x = x ^ (x >> 16)
@@ -493,9 +483,21 @@ def _tile_kernel(logits_ptr, row_stride, V, K1, temp_ptr,
     t = tl.program_id(1)
     b = n // K1
     j = n % K1
+    # Every per-row setting and the row's threshold first, all in flight with the tile
+    # (loads after the stats' stores would each wait a round trip at the program's end).
     temp_raw = tl.load(temp_ptr + b)
     temp = tl.where(temp_raw == 0, 1.0, temp_raw)
     has_g = tl.load(hasg_ptr + b).to(tl.int32)
+    filt = False
+    thr = 0.0
+    if HAS_CAND:
+        filt = _filtered(temp_raw, tl.load(topk_ptr + b), tl.load(topp_ptr + b),
+                         tl.load(minp_ptr + b))
+        thr = tl.load(thr_ptr + n)  # the row's threshold (`_thr_part`; unset if not filt)
+    pen = False
+    if HAS_PATCH:
+        pen = ((tl.load(rep_ptr + b) != 1.0) | (tl.load(freq_ptr + b) != 0.0)
+               | (tl.load(pres_ptr + b) != 0.0) | (tl.load(blen_ptr + b) > 0))
     NW: tl.constexpr = BLOCK_V // 32
     tl.static_assert(NW <= 64)  # (the candidates' row mask is one int64)
     row = tl.arange(0, NW)
@@ -507,8 +509,7 @@ def _tile_kernel(logits_ptr, row_stride, V, K1, temp_ptr,
     if HAS_PATCH:  # noqa: SIM102 - a constexpr branch around a runtime one
         # only rows with a penalty or a bias read the bits (elsewhere the patch, if any, is
         # an earlier draft's unchanged logit)
-        if ((tl.load(rep_ptr + b) != 1.0) | (tl.load(freq_ptr + b) != 0.0)
-                | (tl.load(pres_ptr + b) != 0.0) | (tl.load(blen_ptr + b) > 0)):
+        if pen:
             pw = tl.load(bits_ptr + n.to(tl.int64) * W + word, mask=word < W, other=0)
             hit = ((pw[:, None] >> lane[None, :]) & 1) != 0  # (bits past V are never set)
             x = tl.where(hit, tl.load(pval_ptr + n.to(tl.int64) * V + offs, mask=hit,
@@ -528,31 +529,29 @@ def _tile_kernel(logits_ptr, row_stride, V, K1, temp_ptr,
     # reduction over the rows of (key of the max, -id) packed in an int64
     rlane = tl.min(tl.where(x == rmax[:, None], lane[None, :], 32), 1)
     rid = word * 32 + rlane
-    rkey = (_key(rmax).to(tl.int64) << 32) | (2147483647 - rid).to(tl.int64)
-    if temp_raw != 0:
+    pk = tl.max((_key(rmax).to(tl.int64) << 32) | (2147483647 - rid).to(tl.int64), 0)
+    m = _unkey((pk >> 32).to(tl.int32))
+    arg = 2147483647 - (pk & 0xFFFFFFFF).to(tl.int32)
+    m0 = tl.where(m > float("-inf"), m, 0.0)
+    s = m0 * 0.0 + 1.0
+    if temp_raw != 0:  # greedy rows need only the argmax
         # ex2.approx(x - max, times log2 e) on the SFU, not expf's ~8 instructions: the tile
         # masses only weigh tiles and normalise (they are never compared token by token
         # with torch, whose sums differ by rounding anyway), the error is ~2^-22 relative
         # for the tokens near the max that carry the mass, and the row stage evaluates the
-        # tokens it compares and draws with expf. Each row's sum is taken below its own
-        # max; one reduction over the rows then gives the key and the sum at the tile max
-        # (an online-softmax combine: no second pass after the max is known).
-        r0 = tl.where(rmax > float("-inf"), rmax, 0.0)
+        # tokens it compares and draws with expf. Each row's sum is taken below its own max
+        # (no wait for the tile's), then scaled to the tile max. (One reduction of the key
+        # and the sum with an online-softmax combine was slower: run 14, ~10% at B = 256.)
+        live = rmax > float("-inf")
+        r0 = tl.where(live, rmax, 0.0)
         rs = tl.sum(tl.exp(x - r0[:, None]), 1)
-        pk, _, s = tl.reduce((rkey, rmax, rs), 0, _max_sum)
-    else:  # greedy rows need only the argmax
-        pk = tl.max(rkey, 0)
-        s = tl.full((), 1.0, tl.float32)
-    m = _unkey((pk >> 32).to(tl.int32))
-    arg = 2147483647 - (pk & 0xFFFFFFFF).to(tl.int32)
+        s = tl.sum(tl.where(live, rs * tl.exp(r0 - m0), 0.0), 0)
     o = n.to(tl.int64) * T_PAD + t
     tl.store(tmax_ptr + o, m)
     tl.store(tsum_ptr + o, s)
     tl.store(targ_ptr + o, arg)
     if HAS_CAND:  # noqa: SIM102 - a constexpr branch around a runtime one
-        if _filtered(temp_raw, tl.load(topk_ptr + b), tl.load(topp_ptr + b),
-                     tl.load(minp_ptr + b)):
-            thr = tl.load(thr_ptr + n)  # the row's threshold (`_thr_part`)
+        if filt:
             if m > thr:
                 # Slots: the maxima of the rows above thr take the first ones by a prefix
                 # count over the rows (no per-token work); a row's other tokens above thr
@@ -872,6 +871,10 @@ def _finish_kernel(logits_ptr, row_stride, V, K, K1, T, temp_ptr,
     tm = tl.load(tmax_ptr + o + tiles, mask=tv, other=float("-inf"))
     ts = tl.load(tsum_ptr + o + tiles, mask=tv, other=0.0)
     ta = tl.load(targ_ptr + o + tiles, mask=tv, other=2147483647)
+    # the candidates' counts and bounds (tiles of filtered rows), with the stats: no wait
+    # on the row's settings first (elsewhere dummy arrays, read and not used)
+    cnt_t = tl.load(tcnt_ptr + o + tiles, mask=tv, other=0)
+    tb = tl.load(tbnd_ptr + o + tiles, mask=tv, other=float("-inf"))
     big_m = tl.max(tm, 0)
     m0 = tl.where(big_m > float("-inf"), big_m, 0.0)
     arg = tl.min(tl.where(tm == big_m, ta, 2147483647), 0)
@@ -906,21 +909,23 @@ def _finish_kernel(logits_ptr, row_stride, V, K, K1, T, temp_ptr,
         if filtered:
             path = 1
             cs = tl.arange(0, C)
-            cnt_t = tl.load(tcnt_ptr + o + tiles, mask=tv, other=0)
+            # Every slot of the real tiles at once, without waiting for the counts (slots
+            # past a tile's count hold stale values, masked below): one round trip less.
+            coff = (o + tiles)[:, None] * C + cs[None, :]
+            cv = tl.reshape(tl.load(cval_ptr + coff, mask=tv[:, None], other=float("-inf")),
+                            [T_PAD * C])
+            ci = tl.reshape(tl.load(cid_ptr + coff, mask=tv[:, None], other=0), [T_PAD * C])
             # bit 24 of a tile's count: its slots past the rows' maxima came from the atomic
             # counter, in no id order
             unordered = tl.max(cnt_t & 16777216, 0) != 0
             cnt_t = cnt_t & 16777215
             # a tile that selected more than C tokens kept only C: trust its max alone
-            tb = tl.where(cnt_t > C, tm,
-                          tl.load(tbnd_ptr + o + tiles, mask=tv, other=float("-inf")))
-            lim = tl.max(tb, 0)
-            cmask = tv[:, None] & (cs[None, :] < tl.minimum(cnt_t, C)[:, None])
-            coff = (o + tiles)[:, None] * C + cs[None, :]
-            cv = tl.reshape(tl.load(cval_ptr + coff, mask=cmask, other=float("-inf")),
-                            [T_PAD * C])
-            ci = tl.reshape(tl.load(cid_ptr + coff, mask=cmask, other=0), [T_PAD * C])
-            valid = tl.reshape(cmask, [T_PAD * C]) & (cv > lim)
+            lim = tl.max(tl.where(cnt_t > C, tm, tb), 0)
+            cmask = tl.reshape(tv[:, None] & (cs[None, :] < tl.minimum(cnt_t, C)[:, None]),
+                               [T_PAD * C])
+            cv = tl.where(cmask, cv, float("-inf"))
+            ci = tl.where(cmask, ci, 0)
+            valid = cmask & (cv > lim)
             n_c = tl.sum(valid.to(tl.int32), 0)
             if n_c > CMAX:  # raise L: a log-spaced histogram of the gap to M (`_gap_bin`)
                 gb = _gap_bin(m0 - cv, 64)
