@@ -65,9 +65,14 @@ def record(vocab: int, verify: bool, dtype: torch.dtype) -> list[Call]:
                 params = inspect.signature(self.kernel.fn).parameters
                 names = list(params)
                 sig, consts, attrs = {}, {}, {}
+                free = set(getattr(self.kernel, "do_not_specialize", []))
                 for i, (name, value) in enumerate(zip(names, args)):
-                    # the JIT's specialisation: ints equal to 1 become constants; ints and
-                    # (GPU, 256-byte aligned) pointers divisible by 16 carry that hint
+                    # the JIT's specialisation: ints equal to 1 become constants (unless the
+                    # kernel says not to specialise them); ints and (GPU, 256-byte aligned)
+                    # pointers divisible by 16 carry that hint
+                    if name in free or i in free:
+                        sig[name] = type_of(value)
+                        continue
                     if isinstance(value, int) and not isinstance(value, bool) and value == 1:
                         sig[name] = "constexpr"
                         consts[(i,)] = 1
