@@ -50,21 +50,19 @@ def tile_variants(rows: int, vocab: int, bw: float) -> None:
             ("all", True, True, True, 0), ("no-cand", False, True, True, 0),
             ("cand-only", True, False, False, 0), ("cand-nostore", True, False, False, 1),
             ("stats-only", False, False, False, 0)):
-        tpp = tri.tiles_per_program(n, tiles)
-
-        def launch(cand=cand, patch=patch, gram=gram, probe=probe, tpp=tpp):
-            return tk._tile_kernel[(n, -(-tiles // tpp))](
+        def launch(cand=cand, patch=patch, gram=gram, probe=probe):
+            out[3].zero_()  # the atomic slot counters, zeroed per call as the backend does
+            return tk._tile_kernel[(n, tiles)](
                 logits, logits.stride(0), vocab, 1, head.temperature, gm, gm.stride(0),
                 gm.stride(1), head.has_grammar, bits, pval, words,
                 head.top_k, head.top_p, head.min_p, head.repetition_penalty,
-                head.frequency_penalty, head.presence_penalty, head.bias_len, thr, *out, tpp,
+                head.frequency_penalty, head.presence_penalty, head.bias_len, thr, *out,
                 T_PAD=t_pad, C=c, BLOCK_V=bv,
                 HAS_GRAMMAR=gram, HAS_PATCH=patch, HAS_CAND=cand, PROBE=probe,
                 **tri.kernel_options("_tile_kernel"))
         kern = launch()
         us = timed(launch, "cuda", 30)
-        print(f"tile B={rows} V={vocab} {name:>14} tpp={tpp}: {us:8.1f} us = "
-              f"{us / floor:5.1f}x floor "
+        print(f"tile B={rows} V={vocab} {name:>14}: {us:8.1f} us = {us / floor:5.1f}x floor "
               f"regs={kern.n_regs} spills={kern.n_spills} smem={kern.metadata.shared}",
               flush=True)
 

@@ -45,12 +45,12 @@ from sampler.sampling import log_probs, top_logprobs
 from sampler.torch_backend import DraftProbs, _expand_positions
 
 C_OVERRIDE = os.environ.get("SONICSPEC_C")  # measurement: candidate slots per tile
-TPP_OVERRIDE = os.environ.get("SONICSPEC_TPP")  # measurement: tiles per tile-kernel program
 TILE_WARPS = int(os.environ.get("SONICSPEC_TILE_WARPS", "4"))
 FINISH_WARPS = int(os.environ.get("SONICSPEC_FINISH_WARPS", "8"))
-# A register cap for the tile kernel (two tiles a program): 80, no spills (112 uncapped),
-# 6 programs of 4 warps an SM, each with two tiles' reads in flight. 0 = no cap.
-TILE_MAXNREG = int(os.environ.get("SONICSPEC_TILE_MAXNREG", "80"))
+# A register cap for the tile kernel: 56 (72 uncapped; one register spilled once a program),
+# which lets 9 programs of 4 warps share an SM instead of 7: more loads in flight (run 8's
+# sweep: uncapped 4-5% slower). 0 = no cap.
+TILE_MAXNREG = int(os.environ.get("SONICSPEC_TILE_MAXNREG", "56"))
 CMAX = 128  # candidates per row kept for the exact filters
 CMAX2 = 512  # tokens per row the second chance collects
 BLOCK_Q = 8
@@ -97,17 +97,6 @@ def slots(tiles: int) -> int:
     if C_OVERRIDE:
         return int(C_OVERRIDE)
     return 64 if tiles <= 16 else 32 if tiles <= 64 else 16
-
-
-def tiles_per_program(rows: int, tiles: int) -> int:
-    """Tiles per tile-kernel program, 1 or 2 (a runtime argument: one compilation): one
-    while the grid fits about one wave (latency: every tile in parallel), else two, whose
-    reads a program issues together, so that each SM keeps more bytes in flight than one
-    tile a program allows at the registers the kernel needs. SONICSPEC_TPP overrides
-    (measurement)."""
-    if TPP_OVERRIDE:
-        return max(1, min(int(TPP_OVERRIDE), 2))
-    return 1 if rows * tiles <= 1024 else 2
 
 
 def sample(logits: torch.Tensor, batch: SamplingBatch) -> SampleOutput:
@@ -211,10 +200,8 @@ def _run(logits: torch.Tensor, drafts: torch.Tensor, batch: SamplingBatch,
         sv = sv2 = torch.empty(1, dtype=torch.int64, device=dev)
     pen = (head.repetition_penalty, head.frequency_penalty, head.presence_penalty,
            head.bias_len)
-    tpp = tiles_per_program(n, tiles)
-    tk._tile_kernel[(n, -(-tiles // tpp))](*proc_args, *filt, *pen, thr, tmax, tsum, targ,
-                                           tcnt, tbnd, cval, cid, tpp, T_PAD=t_pad, C=c,
-                                           BLOCK_V=bv,
+    tk._tile_kernel[(n, tiles)](*proc_args, *filt, *pen, thr, tmax, tsum, targ, tcnt, tbnd,
+                                cval, cid, T_PAD=t_pad, C=c, BLOCK_V=bv,
                                 HAS_CAND=has_filter, **common,
                                 **kernel_options("_tile_kernel"))
     q_mode, q, qid, q_len = _draft_probs(draft_probs, drafts, dev)

@@ -452,18 +452,16 @@ def _patch_row(logits_ptr, row_stride, hist_ids_ptr, hist_cnt_ptr, hist_cap, bia
                      bits_row)
 
 
-@triton.jit(do_not_specialize=["tpp"])  # (batch-dependent: one compilation for every B)
+@triton.jit
 def _tile_kernel(logits_ptr, row_stride, V, K1, temp_ptr,
                  gmask_ptr, g_sb, g_sj, hasg_ptr, bits_ptr, pval_ptr, W,
                  topk_ptr, topp_ptr, minp_ptr, rep_ptr, freq_ptr, pres_ptr, blen_ptr,
                  thr_ptr, tmax_ptr, tsum_ptr, targ_ptr, tcnt_ptr, tbnd_ptr, cval_ptr, cid_ptr,
-                 tpp, T_PAD: tl.constexpr, C: tl.constexpr, BLOCK_V: tl.constexpr,
+                 T_PAD: tl.constexpr, C: tl.constexpr, BLOCK_V: tl.constexpr,
                  HAS_GRAMMAR: tl.constexpr, HAS_PATCH: tl.constexpr, HAS_CAND: tl.constexpr,
                  PROBE: tl.constexpr = 0):
-    """Stage 1, one program per row n and `tpp` (1 or 2) consecutive vocabulary tiles t (one
-    for small grids, where latency counts; two for large ones, both reads issued at once):
-    reads each tile once and writes its max, sum exp(x - max) and lowest id of the max; for
-    rows with a filter, also candidates.
+    """Stage 1, one program per (row n, tile t): reads the tile once and writes its max, sum
+    exp(x - max) and lowest id of the max; for rows with a filter, also candidates.
 
     The tile is held as [BLOCK_V / 32, 32]: a row of it is one word of the grammar and patch
     bit masks, loaded once and shifted per lane (no per-token gather). Every quantity is a
@@ -482,8 +480,7 @@ def _tile_kernel(logits_ptr, row_stride, V, K1, temp_ptr,
     bench/NOTES-sampler.md, runs 7-10.)"""
     _after_prior()
     n = tl.program_id(0)
-    t_first = tl.program_id(1) * tpp
-    t_end = tl.minimum(t_first + tpp, tl.cdiv(V, BLOCK_V))
+    t = tl.program_id(1)
     b = n // K1
     j = n % K1
     # Every per-row setting and the row's threshold first, all in flight with the tile
@@ -504,37 +501,11 @@ def _tile_kernel(logits_ptr, row_stride, V, K1, temp_ptr,
     NW: tl.constexpr = BLOCK_V // 32
     tl.static_assert(NW <= 64)  # (the candidates' row mask is one int64)
     row = tl.arange(0, NW)
-    lane = tl.arange(0, 32)
-    base = logits_ptr + n.to(tl.int64) * row_stride
-    offs = (t_first * NW + row)[:, None] * 32 + lane[None, :]
-    xa = tl.load(base + offs, mask=offs < V, other=float("-inf"))
-    xb = tl.load(base + offs + BLOCK_V, mask=(offs + BLOCK_V < V) & (t_first + 1 < t_end),
-                 other=float("-inf"))
-    _tile_one(xa, t_first, n, b, j, V, temp_raw, temp, has_g, filt, thr, pen,
-              gmask_ptr, g_sb, g_sj, bits_ptr, pval_ptr, W,
-              tmax_ptr, tsum_ptr, targ_ptr, tcnt_ptr, tbnd_ptr, cval_ptr, cid_ptr,
-              T_PAD, C, BLOCK_V, HAS_GRAMMAR, HAS_PATCH, HAS_CAND, PROBE)
-    if t_first + 1 < t_end:
-        _tile_one(xb, t_first + 1, n, b, j, V, temp_raw, temp, has_g, filt, thr, pen,
-                  gmask_ptr, g_sb, g_sj, bits_ptr, pval_ptr, W,
-                  tmax_ptr, tsum_ptr, targ_ptr, tcnt_ptr, tbnd_ptr, cval_ptr, cid_ptr,
-                  T_PAD, C, BLOCK_V, HAS_GRAMMAR, HAS_PATCH, HAS_CAND, PROBE)
-
-
-@triton.jit
-def _tile_one(xr, t, n, b, j, V, temp_raw, temp, has_g, filt, thr, pen,
-              gmask_ptr, g_sb, g_sj, bits_ptr, pval_ptr, W,
-              tmax_ptr, tsum_ptr, targ_ptr, tcnt_ptr, tbnd_ptr, cval_ptr, cid_ptr,
-              T_PAD: tl.constexpr, C: tl.constexpr, BLOCK_V: tl.constexpr,
-              HAS_GRAMMAR: tl.constexpr, HAS_PATCH: tl.constexpr, HAS_CAND: tl.constexpr,
-              PROBE: tl.constexpr):
-    """Tile t of row n (its raw logits xr, [BLOCK_V / 32, 32]): see `_tile_kernel`."""
-    NW: tl.constexpr = BLOCK_V // 32
-    row = tl.arange(0, NW)
     word = t * NW + row
     lane = tl.arange(0, 32)
     offs = word[:, None] * 32 + lane[None, :]
-    x = xr.to(tl.float32)
+    x = tl.load(logits_ptr + n.to(tl.int64) * row_stride + offs, mask=offs < V,
+                other=float("-inf")).to(tl.float32)
     if HAS_PATCH:  # noqa: SIM102 - a constexpr branch around a runtime one
         # only rows with a penalty or a bias read the bits (elsewhere the patch, if any, is
         # an earlier draft's unchanged logit)

@@ -86,7 +86,6 @@ def run_group(vocab: int) -> dict[str, list]:
         results["patch-long-lists"] = _patch_long(vocab)
         results["sample-grammar-edge"] = _grammar_edge(vocab)
         results["sample-tile-overflow"] = _tile_overflow(vocab)
-        results["two-tiles-a-program"] = _two_tiles(vocab)
         results["thresholds"] = _thresholds()
     k = 3 if vocab < 200 else 2
     logits = torch.randn(8, k + 1, vocab, generator=g) * 2
@@ -233,36 +232,6 @@ def _tile_overflow(vocab: int) -> list:
                                         seeds=list(range(rows)))
     out = tri._run(logits[:, None], torch.empty(rows, 0, dtype=torch.int64), batch, None, None)
     return _diff(ref.sample(logits, batch).tokens, out.tokens[:, 0])
-
-
-def _two_tiles(vocab: int) -> list:
-    """The tile kernel with two tiles a program (`triton_backend.tiles_per_program`, the
-    large-grid choice; these small grids take one otherwise), on an odd tile count (the last
-    program has one): sample and verify equal torch."""
-    import torch
-
-    from sampler import torch_backend as ref
-    from sampler import triton_backend as tri
-
-    vocab = vocab * 7 // 10  # (3 tiles of 256 at V = 1000 * 0.7)
-    g = torch.Generator().manual_seed(17)
-    saved = tri.tiles_per_program
-    out = []
-    try:
-        tri.tiles_per_program = lambda rows, tiles: 2
-        for scale in (2, 8):
-            logits = torch.randn(8, vocab, generator=g) * scale
-            batch = make_batch(vocab, 1, scale)
-            out += _diff(ref.sample(logits, batch).tokens, tri.sample(logits, batch).tokens)
-        logits = torch.randn(8, 3, vocab, generator=g) * 6
-        drafts = logits[:, :2].argmax(-1)
-        drafts[1::2, 1] = 3
-        batch = make_batch(vocab, 3, 9)
-        a, b = ref.verify(logits, drafts, batch), tri.verify(logits, drafts, batch)
-        out += _diff(a.tokens, b.tokens) + _diff(a.num_accepted, b.num_accepted)
-    finally:
-        tri.tiles_per_program = saved
-    return out
 
 
 def _thresholds() -> list:
