@@ -47,6 +47,7 @@ from sampler.torch_backend import DraftProbs, _expand_positions
 C_OVERRIDE = os.environ.get("SONICSPEC_C")  # measurement: candidate slots per tile
 TILE_WARPS = int(os.environ.get("SONICSPEC_TILE_WARPS", "4"))
 FINISH_WARPS = int(os.environ.get("SONICSPEC_FINISH_WARPS", "8"))
+PRE_WARPS = int(os.environ.get("SONICSPEC_PRE_WARPS", "4"))
 # A register cap for the tile kernel: 56 (72 uncapped; one register spilled once a program),
 # which lets 9 programs of 4 warps share an SM instead of 7: more loads in flight (run 8's
 # sweep: uncapped 4-5% slower). 0 = no cap.
@@ -71,7 +72,8 @@ def kernel_options(kernel: str) -> dict[str, Any]:
     opts: dict[str, Any] = dict(OPTS)
     if PDL:
         opts["launch_pdl"] = True
-    opts["num_warps"] = {"_tile_kernel": TILE_WARPS, "_finish_kernel": FINISH_WARPS}.get(kernel, 4)
+    opts["num_warps"] = {"_tile_kernel": TILE_WARPS, "_finish_kernel": FINISH_WARPS,
+                         "_pre_kernel": PRE_WARPS}.get(kernel, 4)
     if kernel == "_tile_kernel" and TILE_MAXNREG and not INTERPRET:
         opts["maxnreg"] = TILE_MAXNREG
     return opts
