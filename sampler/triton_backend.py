@@ -48,9 +48,10 @@ C_OVERRIDE = os.environ.get("SONICSPEC_C")  # measurement: candidate slots per t
 TILE_WARPS = int(os.environ.get("SONICSPEC_TILE_WARPS", "4"))
 FINISH_WARPS = int(os.environ.get("SONICSPEC_FINISH_WARPS", "8"))
 PRE_WARPS = int(os.environ.get("SONICSPEC_PRE_WARPS", "4"))
-# A register cap for the tile kernel: 56 (72 uncapped; one register spilled once a program),
+# A register cap for the tile kernel: 56 (72 uncapped; no spills at 56 since run 15's code),
 # which lets 9 programs of 4 warps share an SM instead of 7: more loads in flight (run 8's
-# sweep: uncapped 4-5% slower). 0 = no cap.
+# sweep: uncapped 4-5% slower; run 16: two tiles a program at 80 registers slower still).
+# 0 = no cap.
 TILE_MAXNREG = int(os.environ.get("SONICSPEC_TILE_MAXNREG", "56"))
 CMAX = 128  # candidates per row kept for the exact filters
 CMAX2 = 512  # tokens per row the second chance collects
