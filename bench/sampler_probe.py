@@ -1,7 +1,10 @@
 """Where the Triton sampler's time goes (GPU): the tile kernel alone under variants (all
 features / no candidates / no patch+grammar / bare stats), the whole `sample` for batches
-whose rows all take one path, compile statistics (registers, spills, shared memory), and
-for the benchmark workload which row kinds take the slow path. Measurement only."""
+whose rows all take one path, compile statistics (registers, spills, shared memory), for
+the benchmark workload which row kinds take the slow path, and (part "kinds") each
+kernel's time for batches of one row kind. Measurement only.
+
+    python bench/sampler_probe.py [tile,path,slow,warps,kinds]"""
 
 from __future__ import annotations
 
@@ -113,6 +116,40 @@ def finish_warps(vocab: int) -> None:
         tri.FINISH_WARPS = saved
 
 
+def finish_kinds() -> None:
+    """Device time of each kernel of `sample` (torch.profiler, eager) for batches whose rows
+    are all of one kind, at B = 1 and 64: which filters the row stage's time goes to (its
+    sorts: top-k and top-p one value sort, and the candidates' id sort when a tile took
+    slots from its atomic counter)."""
+    from torch.profiler import ProfilerActivity
+    from torch.profiler import profile as torch_profile
+
+    kinds = {"greedy": SamplingParams(temperature=0), "temp": SamplingParams(temperature=0.9),
+             "min-p": SamplingParams(min_p=0.05), "top-k": SamplingParams(top_k=50),
+             "top-p": SamplingParams(top_p=0.9),
+             "top-k+p": SamplingParams(top_k=40, top_p=0.95)}
+    g = torch.Generator(device="cuda").manual_seed(2)
+    for vocab in (128256, 262144):
+        for rows in (1, 64):
+            logits = torch.randn(rows, vocab, device="cuda", generator=g) * 8
+            for name, p in kinds.items():
+                batch = SamplingBatch.from_requests([p] * rows, [[]] * rows, [[]] * rows, vocab,
+                                                    device="cuda", seeds=list(range(rows)))
+                for _ in range(3):
+                    tri.sample(logits, batch)
+                torch.cuda.synchronize()
+                with torch_profile(activities=[ProfilerActivity.CUDA]) as prof:
+                    for _ in range(10):
+                        tri.sample(logits, batch)
+                    torch.cuda.synchronize()
+                per: dict[str, float] = {}
+                for ev in prof.events():
+                    if ev.device_type == torch.autograd.DeviceType.CUDA:
+                        per[ev.name[:16]] = per.get(ev.name[:16], 0.0) + ev.device_time / 10
+                parts = ", ".join(f"{k} {v:.1f}" for k, v in sorted(per.items()))
+                print(f"finish kinds B={rows} V={vocab} {name:>8}: {parts}", flush=True)
+
+
 def main() -> None:
     src = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
     dst = torch.empty_like(src)
@@ -120,6 +157,8 @@ def main() -> None:
     print(f"copy {bw / 1e9:.0f} GB/s, C={tri.slots(16)}/{tri.slots(128)} "
           f"BLOCK_V={tri.block_v(32000)} warps={tri.TILE_WARPS}")
     parts = sys.argv[1].split(",") if len(sys.argv) > 1 else ["tile", "path", "slow"]
+    if "kinds" in parts:
+        finish_kinds()
     for vocab in (32000, 262144):
         if "tile" in parts:
             tile_variants(256, vocab, bw)
