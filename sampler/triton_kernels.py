@@ -95,6 +95,26 @@ else:
         return tl.where(e != e, q0, tl.fma(e, rcp, q0))
 
 
+if INTERPRET or os.environ.get("SONICSPEC_ASM_STORE", "0") != "1":
+
+    @triton.jit
+    def _store_rows(ptr, val, mask):
+        tl.store(ptr, val, mask=mask)
+
+else:  # (measurement, not yet on a GPU: SONICSPEC_ASM_STORE=1)
+
+    @triton.jit
+    def _store_rows(ptr, val, mask):
+        """tl.store of 32-bit per-row results (a reduction's layout: each value replicated on
+        the lanes of its row) by inline PTX: elementwise, so the values need no conversion
+        to the store's coalesced layout through shared memory (three in the tile kernel's
+        common candidate path, six barriers); the replicas store the same word."""
+        bits = val.to(tl.int32, bitcast=True)
+        tl.inline_asm_elementwise(
+            "{ .reg .pred p; setp.ne.u32 p, $3, 0; @p st.global.b32 [$1], $2; mov.u32 $0, 0; }",
+            "=r,l,r,r", [ptr, bits, mask.to(tl.int32)], dtype=tl.int32, is_pure=False, pack=1)
+
+
 if INTERPRET:  # the interpreter's vector atomics do not hand out distinct slots
 
     @triton.jit
@@ -569,8 +589,8 @@ def _tile_kernel(logits_ptr, row_stride, V, K1, temp_ptr,
                 if PROBE != 1:  # PROBE 1, measurement only: no candidate stores
                     below = (tl.full([NW], 1, tl.int64) << row.to(tl.int64)) - 1
                     slot = _popc64(rmask & below)
-                    tl.store(cval_ptr + o * C + slot, rmax, mask=over & (slot < C))
-                    tl.store(cid_ptr + o * C + slot, rid, mask=over & (slot < C))
+                    _store_rows(cval_ptr + o * C + slot, rmax, over & (slot < C))
+                    _store_rows(cid_ptr + o * C + slot, rid, over & (slot < C))
                     if n_sel > n_top:  # count | 2**24: slots past the maxima in no id order
                         _compact(cval_ptr, cid_ptr, tcnt_ptr, o, x, offs,
                                  sel & (lane[None, :] != rlane[:, None]), n_top,

@@ -109,6 +109,18 @@ def test_every_launch_compiles_for_sm90(tmp_path: Path) -> None:
     assert len(done) >= 10, done
 
 
+def test_inline_ptx_row_stores_compile_for_sm90(tmp_path: Path) -> None:
+    """The tile kernel's measurement variant with inline-PTX row stores (SONICSPEC_ASM_STORE=1)
+    assembles for sm_90 (ptxas rejects a malformed instruction or constraint)."""
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env.update(PYTHONPATH=str(ROOT), TRITON_CACHE_DIR=str(tmp_path), SONICSPEC_ASM_STORE="1")
+    proc = subprocess.run([sys.executable, "bench/kernel_isa.py", "--kernel", "_tile_kernel",
+                           "--vocab", "32000"], env=env, cwd=ROOT, capture_output=True,
+                          text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert "_tile_kernel:" in proc.stdout, proc.stdout
+
+
 if __name__ == "__main__":
     sys.path.insert(0, str(ROOT))
     print(json.dumps(record_and_compile()))
