@@ -180,8 +180,8 @@ def _run(logits: torch.Tensor, drafts: torch.Tensor, batch: SamplingBatch,
     # when it needs it, and the threshold tickets live in a buffer that outlives the call.
     bits = torch.empty(n * words if has_patch else 1, dtype=torch.int32, device=dev)
     thr = torch.empty(n if has_filter else 1, **f32)
-    pval = _pre(logits, drafts, n_draft if has_nd else None, head, bits, has_patch,
-                _tickets(n, dev) if has_filter else None, thr)
+    pval = _pre(logits, drafts, n_draft if has_nd else None, head, bits, has_patch, None,
+                thr if has_filter else None)
     common = dict(HAS_GRAMMAR=has_grammar, HAS_PATCH=has_patch)
     proc_args = (logits, logits.stride(1), vocab, k1, head.temperature,
                  gmask, g_sb, g_sj, head.has_grammar, bits, pval, words)
@@ -286,16 +286,17 @@ def thr_parts(rows: int, gb: int) -> int:
 def _pre(logits: torch.Tensor, drafts: torch.Tensor, num_draft: torch.Tensor | None,
          head: SamplingBatch, bits: torch.Tensor, has_patch: bool, tick: torch.Tensor | None,
          thr: torch.Tensor | None) -> torch.Tensor:
-    """`_pre_kernel`: the patch (when has_patch: see `patch`) and, when `tick` ([N] int32,
-    zero; zero again after the call) is given, each filtered row's candidate threshold in
-    `thr` [N]. Returns pval."""
+    """`_pre_kernel`: the patch (when has_patch: see `patch`) and, when `thr` ([N] float32) is
+    given, each filtered row's candidate threshold in it. Rows split over several programs
+    meet through tickets: `tick` ([N] int32, zero; zero again after the call), by default
+    the device's shared buffer (`_tickets`), taken only then. Returns pval."""
     bsz, k1, vocab = logits.shape
     k = k1 - 1
     dev = logits.device
     n = bsz * k1
     pval = (torch.empty(n, vocab, dtype=torch.float32, device=dev) if has_patch
             else torch.empty(1, dtype=torch.float32, device=dev))
-    has_thr = tick is not None
+    has_thr = thr is not None
     if not has_patch and not has_thr:
         return pval
     hist_ids, hist_counts = head.hist_ids.contiguous(), head.hist_counts.contiguous()
@@ -308,6 +309,8 @@ def _pre(logits: torch.Tensor, drafts: torch.Tensor, num_draft: torch.Tensor | N
     plan = sample_plan(vocab)
     gmax = torch.empty(n, 64, dtype=torch.float32, device=dev) if has_thr else pval
     parts = thr_parts(n, plan["GB"])
+    if has_thr and parts > 1 and tick is None:
+        tick = _tickets(n, dev)
     tk._pre_kernel[(n, (1 if has_patch else 0) + (parts if has_thr else 0))](
         logits, logits.stride(1), hist_ids, hist_counts, hist_ids.shape[1], bias_ids,
         bias_values, bias_ids.shape[1], drafts, drafts if num_draft is None else num_draft, k,

@@ -891,10 +891,10 @@ def _finish_kernel(logits_ptr, row_stride, V, K, K1, T, temp_ptr,
     tm = tl.load(tmax_ptr + o + tiles, mask=tv, other=float("-inf"))
     ts = tl.load(tsum_ptr + o + tiles, mask=tv, other=0.0)
     ta = tl.load(targ_ptr + o + tiles, mask=tv, other=2147483647)
-    # the candidates' counts and bounds (tiles of filtered rows), with the stats: no wait
-    # on the row's settings first (elsewhere dummy arrays, read and not used)
-    cnt_t = tl.load(tcnt_ptr + o + tiles, mask=tv, other=0)
-    tb = tl.load(tbnd_ptr + o + tiles, mask=tv, other=float("-inf"))
+    if HAS_FILTER:  # the candidates' counts and bounds, with the stats: no wait on the
+        # row's settings first (unfiltered rows of such a batch read them and do not use them)
+        cnt_t = tl.load(tcnt_ptr + o + tiles, mask=tv, other=0)
+        tb = tl.load(tbnd_ptr + o + tiles, mask=tv, other=float("-inf"))
     big_m = tl.max(tm, 0)
     m0 = tl.where(big_m > float("-inf"), big_m, 0.0)
     arg = tl.min(tl.where(tm == big_m, ta, 2147483647), 0)
