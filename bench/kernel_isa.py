@@ -32,7 +32,7 @@ from sampler import triton_backend as tri  # noqa: E402
 from sampler import triton_kernels as tk  # noqa: E402
 
 KERNELS = ("_pre_kernel", "_tile_kernel", "_finish_kernel", "_combine_kernel")
-OP = r"/\*[0-9a-f]{4}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)"  # a SASS line's opcode
+OP = r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)"  # a SASS line's opcode
 CLASSES = {"load": r"^LD", "store": r"^ST", "atomic": r"^(ATOM|RED)", "shfl": r"^SHFL",
            "bar": r"^BAR", "mufu": r"^MUFU", "fp32": r"^F(ADD|MUL|FMA|MNMX|SETP|SEL)",
            "int": r"^(I|LOP|SHF|LEA|SEL|ISETP|IMAD)", "branch": r"^(BRA|BSSY|BSYNC|EXIT)"}

@@ -4,7 +4,7 @@ whose rows all take one path, compile statistics (registers, spills, shared memo
 the benchmark workload which row kinds take the slow path, and (part "kinds") each
 kernel's time for batches of one row kind. Measurement only.
 
-    python bench/sampler_probe.py [tile,path,slow,warps,kinds]"""
+    python bench/sampler_probe.py [tile,path,slow,warps,kinds,stamps]"""
 
 from __future__ import annotations
 
@@ -148,6 +148,37 @@ def finish_kinds() -> None:
                 print(f"finish kinds B={rows} V={vocab} {name:>8}: {parts}", flush=True)
 
 
+STAGES = ("wait", "settings", "stats", "cand", "compact", "id-sort", "resolve", "end")
+
+
+def finish_stamps() -> None:
+    """The finish kernel's stages in SM cycles (clock64 when each stage's result is known,
+    tri.FINISH_STAMP), medians over rows and 20 eager calls, for batches of one filtered
+    kind at B = 1 and 64: where the row stage's latency goes."""
+    kinds = {"min-p": SamplingParams(min_p=0.05), "top-k": SamplingParams(top_k=50),
+             "top-k+p": SamplingParams(top_k=40, top_p=0.95)}
+    g = torch.Generator(device="cuda").manual_seed(2)
+    tri.FINISH_STAMP = True
+    for vocab in (32000, 128256):
+        for rows in (1, 64):
+            logits = torch.randn(rows, vocab, device="cuda", generator=g) * 8
+            none = torch.empty(rows, 0, dtype=torch.int64, device="cuda")
+            for name, p in kinds.items():
+                batch = SamplingBatch.from_requests([p] * rows, [[]] * rows, [[]] * rows, vocab,
+                                                    device="cuda", seeds=list(range(rows)))
+                runs = []
+                for it in range(23):
+                    raw = tri._run(logits[:, None], none, batch, None, None)
+                    if it >= 3:
+                        runs.append(raw.stamps.clone())
+                st = torch.cat(runs).double()
+                d = (st[:, 1:] - st[:, :-1]).median(0).values.tolist()
+                parts = " ".join(f"{s}+{c:.0f}" for s, c in zip(STAGES[1:], d))
+                print(f"finish stamps B={rows} V={vocab} {name:>8} (cycles): {parts} | total "
+                      f"{(st[:, -1] - st[:, 0]).median().item():.0f}", flush=True)
+    tri.FINISH_STAMP = False
+
+
 def main() -> None:
     src = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
     dst = torch.empty_like(src)
@@ -157,6 +188,8 @@ def main() -> None:
     parts = sys.argv[1].split(",") if len(sys.argv) > 1 else ["tile", "path", "slow"]
     if "kinds" in parts:
         finish_kinds()
+    if "stamps" in parts:
+        finish_stamps()
     for vocab in (32000, 262144):
         if "tile" in parts:
             tile_variants(256, vocab, bw)

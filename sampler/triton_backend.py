@@ -53,8 +53,12 @@ PRE_WARPS = int(os.environ.get("SONICSPEC_PRE_WARPS", "4"))
 # sweep: uncapped 4-5% slower; run 16: two tiles a program at 80 registers slower still).
 # 0 = no cap.
 TILE_MAXNREG = int(os.environ.get("SONICSPEC_TILE_MAXNREG", "56"))
+FINISH_MAXNREG = int(os.environ.get("SONICSPEC_FINISH_MAXNREG", "0"))  # measurement
 CMAX = 128  # candidates per row kept for the exact filters
 CMAX2 = 512  # tokens per row the second chance collects
+# Measurement (bench/sampler_probe.py stamps): the finish kernel records SM clock readings at
+# its stages in the last 8 slots of each row's second-chance scratch, returned as _Raw.stamps.
+FINISH_STAMP = False
 BLOCK_Q = 8
 # No multiply-add contraction: `x - f * count` must round twice, as torch computes it.
 INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
@@ -77,6 +81,8 @@ def kernel_options(kernel: str) -> dict[str, Any]:
                          "_pre_kernel": PRE_WARPS}.get(kernel, 4)
     if kernel == "_tile_kernel" and TILE_MAXNREG and not INTERPRET:
         opts["maxnreg"] = TILE_MAXNREG
+    if kernel == "_finish_kernel" and FINISH_MAXNREG and not INTERPRET:
+        opts["maxnreg"] = FINISH_MAXNREG
     return opts
 
 
@@ -142,9 +148,11 @@ def verify(logits: torch.Tensor, draft_tokens: torch.Tensor, batch: SamplingBatc
 
 class _Raw:
     def __init__(self, tokens: torch.Tensor, num_accepted: torch.Tensor | None,
-                 num_draft: torch.Tensor | None, path: torch.Tensor) -> None:
+                 num_draft: torch.Tensor | None, path: torch.Tensor,
+                 stamps: torch.Tensor | None = None) -> None:
         self.tokens, self.num_accepted, self.num_draft = tokens, num_accepted, num_draft
         self.path = path  # per row: 0 greedy, 1 candidates, 2 tiles, 3 slow (diagnostics)
+        self.stamps = stamps  # FINISH_STAMP: per row, the finish kernel's clock readings
 
 
 def _run(logits: torch.Tensor, drafts: torch.Tensor, batch: SamplingBatch,
@@ -223,14 +231,16 @@ def _run(logits: torch.Tensor, drafts: torch.Tensor, batch: SamplingBatch,
                             tokr, path, T_PAD=t_pad, C=c, CMAX=CMAX, CMAX2=CMAX2, BLOCK_V=bv,
                             HAS_FILTER=has_filter, VERIFY=verifying, Q_MODE=q_mode,
                             BLOCK_Q=BLOCK_Q, HAS_ND=has_nd, **common,
-                            **kernel_options("_finish_kernel"))
+                            **kernel_options("_finish_kernel"),
+                            **({"STAMP": True} if FINISH_STAMP else {}))
+    stamps = sv2[:, CMAX2 - 8:] if FINISH_STAMP and has_filter else None
     if not verifying:
-        return _Raw(out[:, None], None, None, path)
+        return _Raw(out[:, None], None, None, path, stamps)
     n_acc = torch.empty(bsz, dtype=torch.int64, device=dev)
     tk._combine_kernel[(bsz,)](drafts, n_draft, acc, toks, tokr, out, n_acc, k, k1,
                                K1_PAD=tk.next_pow2(k1), HAS_ND=has_nd,
                                **kernel_options("_combine_kernel"))
-    return _Raw(out, n_acc, n_draft if has_nd else None, path)
+    return _Raw(out, n_acc, n_draft if has_nd else None, path, stamps)
 
 
 _TICKETS: dict[torch.device, torch.Tensor] = {}

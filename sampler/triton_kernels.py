@@ -95,20 +95,22 @@ else:
         return tl.where(e != e, q0, tl.fma(e, rcp, q0))
 
 
-if INTERPRET or os.environ.get("SONICSPEC_ASM_STORE", "0") != "1":
+if INTERPRET or os.environ.get("SONICSPEC_ASM_STORE", "1") != "1":
 
     @triton.jit
     def _store_rows(ptr, val, mask):
         tl.store(ptr, val, mask=mask)
 
-else:  # (measurement, not yet on a GPU: SONICSPEC_ASM_STORE=1)
+else:
 
     @triton.jit
     def _store_rows(ptr, val, mask):
         """tl.store of 32-bit per-row results (a reduction's layout: each value replicated on
         the lanes of its row) by inline PTX: elementwise, so the values need no conversion
         to the store's coalesced layout through shared memory (three in the tile kernel's
-        common candidate path, six barriers); the replicas store the same word."""
+        common candidate path, six barriers); the replicas store the same word. Run 19
+        (H200): sample B = 256, V = 262144 163 -> 160 us, verify 772 -> 756 us; no change
+        at small B. SONICSPEC_ASM_STORE=0 restores tl.store (measurement)."""
         bits = val.to(tl.int32, bitcast=True)
         tl.inline_asm_elementwise(
             "{ .reg .pred p; setp.ne.u32 p, $3, 0; @p st.global.b32 [$1], $2; mov.u32 $0, 0; }",
@@ -766,6 +768,17 @@ def _q_at(q_ptr, qid_ptr, Q, b, j, K, xd, inside, Q_MODE: tl.constexpr,
 
 
 @triton.jit
+def _stamp(ptr, i, dep, STAMP: tl.constexpr):
+    """Measurement (STAMP, GPU only): the SM clock once `dep` (a scalar or a vector) is
+    known, stored at ptr + i (bench/sampler_probe.py `stamps`)."""
+    if STAMP:
+        d = tl.max((dep == 0).to(tl.int32), 0) if len(dep.shape) else (dep == 0).to(tl.int32)
+        c = tl.inline_asm_elementwise("mov.u64 $0, %clock64;", "=l,r", [d],
+                                      dtype=tl.int64, is_pure=False, pack=1)
+        tl.store(ptr + i, c)
+
+
+@triton.jit
 def _count3(fin, gb, l0: tl.constexpr, l1: tl.constexpr, l2: tl.constexpr):
     """Counts of finite tokens with gap bin <= each of three levels: one int64 sum of 21-bit
     fields (a row holds fewer than 2**21 tokens)."""
@@ -856,7 +869,8 @@ def _finish_kernel(logits_ptr, row_stride, V, K, K1, T, temp_ptr,
                    CMAX2: tl.constexpr,
                    BLOCK_V: tl.constexpr, HAS_FILTER: tl.constexpr, VERIFY: tl.constexpr,
                    Q_MODE: tl.constexpr, BLOCK_Q: tl.constexpr, HAS_ND: tl.constexpr,
-                   HAS_GRAMMAR: tl.constexpr, HAS_PATCH: tl.constexpr):
+                   HAS_GRAMMAR: tl.constexpr, HAS_PATCH: tl.constexpr,
+                   STAMP: tl.constexpr = 0):
     """Stage 2, one program per row n = (request b, position j): everything after the read.
 
     Merges the tiles (row max M, total mass S, greedy argmax). Then, per row:
@@ -872,11 +886,14 @@ def _finish_kernel(logits_ptr, row_stride, V, K, K1, T, temp_ptr,
     tokens drawn from p (SAMPLE stream) and from the residual (RESIDUAL stream), which
     `_combine_kernel` chains. `path`: 0 greedy, 1 candidates, 2 tiles, 3 slow (bisection),
     4 second chance (two passes over the row collect up to CMAX2 tokens)."""
-    _after_prior()
     n = tl.program_id(0)
+    st = sv2_ptr + n.to(tl.int64) * CMAX2 + CMAX2 - 8  # (STAMP: the row's clock readings)
+    _stamp(st, 0, n, STAMP)
+    _after_prior()
     b = n // K1
     j = n % K1
     temp_raw = tl.load(temp_ptr + b)
+    _stamp(st, 1, temp_raw, STAMP)
     greedy = temp_raw == 0
     temp = tl.where(greedy, 1.0, temp_raw)
     has_g = tl.load(hasg_ptr + b).to(tl.int32)
@@ -901,6 +918,7 @@ def _finish_kernel(logits_ptr, row_stride, V, K, K1, T, temp_ptr,
     arg = tl.where(arg == 2147483647, 0, arg)
     tmass = tl.where(tm > float("-inf"), _exp(tm - m0) * ts, 0.0)
     s_all = tl.sum(tmass, 0)
+    _stamp(st, 2, s_all, STAMP)
     tiny = 1.1754943508222875e-38
     filtered = _filtered(temp_raw, k, top_p, min_p)
     xd = -1
@@ -947,6 +965,7 @@ def _finish_kernel(logits_ptr, row_stride, V, K, K1, T, temp_ptr,
             ci = tl.where(cmask, ci, 0)
             valid = cmask & (cv > lim)
             n_c = tl.sum(valid.to(tl.int32), 0)
+            _stamp(st, 3, n_c, STAMP)
             if n_c > CMAX:  # raise L: a log-spaced histogram of the gap to M (`_gap_bin`)
                 gb = _gap_bin(m0 - cv, 64)
                 cc = tl.cumsum(tl.histogram(gb, 64, mask=valid), 0)
@@ -968,8 +987,10 @@ def _finish_kernel(logits_ptr, row_stride, V, K, K1, T, temp_ptr,
             live = rr < n_c
             pair = tl.load(sv_ptr + n.to(tl.int64) * CMAX + rr, mask=live,
                            other=9223372036854775807)
+            _stamp(st, 4, pair, STAMP)
             if unordered:
                 pair = tl.sort(pair, 0)
+            _stamp(st, 5, pair, STAMP)
             ids = (pair >> 32).to(tl.int32)
             v = tl.where(live, (pair & 0xFFFFFFFF).to(tl.int32).to(tl.float32, bitcast=True),
                          float("-inf"))
@@ -978,6 +999,7 @@ def _finish_kernel(logits_ptr, row_stride, V, K, K1, T, temp_ptr,
                 v, ids, live, n_c, lim, m0, s_all, k, top_p, min_p, u_s, u_a, u_r, xd, inside,
                 has_d, q_x, acc, tok_s, tok_r, q_ptr, qid_ptr, Q, b, j, K, CMAX, VERIFY, Q_MODE,
                 BLOCK_Q)
+            _stamp(st, 6, tok_s, STAMP)
             if ok == 0:
                 slow = j >= 0
     if (temp_raw != 0) & (filtered == 0):
@@ -1113,6 +1135,7 @@ def _finish_kernel(logits_ptr, row_stride, V, K, K1, T, temp_ptr,
                                  q_ptr, qid_ptr, Q, BLOCK_V, Q_MODE, BLOCK_Q,
                                  HAS_GRAMMAR, HAS_PATCH)
     tl.store(path_ptr + n, path)
+    _stamp(st, 7, tok_s, STAMP)
     if VERIFY:
         tl.store(acc_ptr + n, acc.to(tl.int32))
         tl.store(toks_ptr + n, tok_s)
