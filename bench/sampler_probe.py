@@ -148,34 +148,49 @@ def finish_kinds() -> None:
                 print(f"finish kinds B={rows} V={vocab} {name:>8}: {parts}", flush=True)
 
 
-STAGES = ("wait", "settings", "stats", "cand", "compact", "id-sort", "resolve", "end")
+# (slot, name) in execution order: each stage's cycles are its reading minus the previous one
+STAGES = ((0, "wait"), (1, "settings"), (2, "stats"), (3, "cand"), (8, "raise"), (9, "scan"),
+          (4, "store+reload"), (5, "id-sort"), (6, "resolve"), (7, "end"))
 
 
 def finish_stamps() -> None:
     """The finish kernel's stages in SM cycles (clock64 when each stage's result is known,
-    tri.FINISH_STAMP), medians over rows and 20 eager calls, for batches of one filtered
-    kind at B = 1 and 64: where the row stage's latency goes."""
+    tri.FINISH_STAMP; a stage that waits on a vector adds one reduction to the reading),
+    medians over rows and 20 eager calls, for `sample` and `verify` (K = 4, argmax drafts)
+    batches of one filtered kind at B = 1 and 64; and how many rows had more than CMAX
+    candidates above the tiles' bound (the raise by the histogram)."""
     kinds = {"min-p": SamplingParams(min_p=0.05), "top-k": SamplingParams(top_k=50),
              "top-k+p": SamplingParams(top_k=40, top_p=0.95)}
     g = torch.Generator(device="cuda").manual_seed(2)
     tri.FINISH_STAMP = True
-    for vocab in (32000, 128256):
+    slots = [i for i, _ in STAGES]
+    for vocab in (32000, 128256, 262144):
         for rows in (1, 64):
-            logits = torch.randn(rows, vocab, device="cuda", generator=g) * 8
+            logits = torch.randn(rows, K + 1, vocab, device="cuda", generator=g) * 8
+            drafts = logits[:, :K].argmax(-1)
             none = torch.empty(rows, 0, dtype=torch.int64, device="cuda")
             for name, p in kinds.items():
-                batch = SamplingBatch.from_requests([p] * rows, [[]] * rows, [[]] * rows, vocab,
-                                                    device="cuda", seeds=list(range(rows)))
-                runs = []
-                for it in range(23):
-                    raw = tri._run(logits[:, None], none, batch, None, None)
-                    if it >= 3:
-                        runs.append(raw.stamps.clone())
-                st = torch.cat(runs).double()
-                d = (st[:, 1:] - st[:, :-1]).median(0).values.tolist()
-                parts = " ".join(f"{s}+{c:.0f}" for s, c in zip(STAGES[1:], d))
-                print(f"finish stamps B={rows} V={vocab} {name:>8} (cycles): {parts} | total "
-                      f"{(st[:, -1] - st[:, 0]).median().item():.0f}", flush=True)
+                for mode in ("sample", "verify"):
+                    k1 = 1 if mode == "sample" else K + 1
+                    batch = SamplingBatch.from_requests(
+                        [p] * rows, [[]] * rows, [[]] * rows, vocab, device="cuda",
+                        num_positions=k1, seeds=list(range(rows)))
+                    x = logits[:, :1] if mode == "sample" else logits
+                    d = none if mode == "sample" else drafts
+                    runs = []
+                    for it in range(23):
+                        raw = tri._run(x, d, batch, None, None)
+                        if it >= 3:
+                            runs.append(raw.stamps.clone())
+                    st = torch.cat(runs)
+                    raised = (st[:, 15] > tri.CMAX).double().mean().item()
+                    count = st[:, 15].double().median().item()
+                    clk = st[:, slots].double()
+                    dt = (clk[:, 1:] - clk[:, :-1]).median(0).values.tolist()
+                    parts = " ".join(f"{n}+{c:.0f}" for (_, n), c in zip(STAGES[1:], dt))
+                    print(f"finish stamps {mode} B={rows} V={vocab} {name:>8} (cycles): {parts}"
+                          f" | total {(clk[:, -1] - clk[:, 0]).median().item():.0f} | count "
+                          f"{count:.0f}, raised {raised:.0%}", flush=True)
     tri.FINISH_STAMP = False
 
 

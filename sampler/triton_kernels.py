@@ -887,7 +887,7 @@ def _finish_kernel(logits_ptr, row_stride, V, K, K1, T, temp_ptr,
     `_combine_kernel` chains. `path`: 0 greedy, 1 candidates, 2 tiles, 3 slow (bisection),
     4 second chance (two passes over the row collect up to CMAX2 tokens)."""
     n = tl.program_id(0)
-    st = sv2_ptr + n.to(tl.int64) * CMAX2 + CMAX2 - 8  # (STAMP: the row's clock readings)
+    st = sv2_ptr + n.to(tl.int64) * CMAX2 + CMAX2 - 16  # (STAMP: the row's clock readings)
     _stamp(st, 0, n, STAMP)
     _after_prior()
     b = n // K1
@@ -966,6 +966,8 @@ def _finish_kernel(logits_ptr, row_stride, V, K, K1, T, temp_ptr,
             valid = cmask & (cv > lim)
             n_c = tl.sum(valid.to(tl.int32), 0)
             _stamp(st, 3, n_c, STAMP)
+            if STAMP:
+                tl.store(st + 15, n_c.to(tl.int64))  # (the count before any raise)
             if n_c > CMAX:  # raise L: a log-spaced histogram of the gap to M (`_gap_bin`)
                 gb = _gap_bin(m0 - cv, 64)
                 cc = tl.cumsum(tl.histogram(gb, 64, mask=valid), 0)
@@ -974,11 +976,13 @@ def _finish_kernel(logits_ptr, row_stride, V, K, K1, T, temp_ptr,
                                              0))
                 valid = valid & (cv > lim)
                 n_c = tl.sum(valid.to(tl.int32), 0)
+            _stamp(st, 8, n_c, STAMP)
             # compact the survivors through a per-row scratch (tile by tile, each tile's
             # row maxima in row order: id order), then, if some tile's slots came from its
             # atomic counter, order them by id (one int64 sort of id << 32 | value bits;
             # padding sorts last)
             slot = tl.cumsum(valid.to(tl.int32), 0) - 1
+            _stamp(st, 9, slot, STAMP)
             rr = tl.arange(0, CMAX)
             pair = (ci.to(tl.int64) << 32) | (cv.to(tl.int32, bitcast=True).to(tl.int64)
                                               & 0xFFFFFFFF)
