@@ -778,6 +778,39 @@ def _stamp(ptr, i, dep, STAMP: tl.constexpr):
         tl.store(ptr + i, c)
 
 
+# Measurement (not yet on a GPU): SONICSPEC_MERGE_GATHER=1 builds the finish kernel's
+# candidate list by register gathers instead of a scan over every slot and a round trip
+# through the row's scratch (bench/NOTES-sampler.md, runs 19-23).
+MERGE_GATHER = tl.constexpr(os.environ.get("SONICSPEC_MERGE_GATHER", "0") == "1")
+
+
+@triton.jit
+def _merge_gather(cv, ci, valid, n_c, T_PAD: tl.constexpr, C: tl.constexpr,
+                  CMAX: tl.constexpr):
+    """The valid slots of [T_PAD * C] (tile-major) in order, as the first n_c of CMAX pairs
+    id << 32 | value bits (padding INT64_MAX), without a scan over the slots or a scratch:
+    entry r's tile is the number of tiles whose inclusive count is <= r and, with k = r -
+    the count before that tile, its slot is the number of the tile's slots whose in-tile
+    rank (a scan along the C slots) is <= k; two [CMAX, .] counts and three gathers."""
+    v2 = tl.reshape(valid, [T_PAD, C]).to(tl.int32)
+    n_t = tl.sum(v2, 1)
+    within = tl.cumsum(v2, 1)  # a valid slot's 1-based rank in its tile
+    incl = tl.cumsum(n_t, 0)
+    rr = tl.arange(0, CMAX)
+    live = rr < n_c
+    packed = tl.sum(tl.where(incl[None, :] <= rr[:, None], n_t[None, :] * 65536 + 1, 0), 1)
+    t_r = packed & 65535
+    k_r = rr - (packed >> 16)
+    cs = tl.arange(0, C)
+    row = tl.where(live[:, None], t_r[:, None] * C + cs[None, :], 0)
+    ranks = tl.reshape(tl.gather(tl.reshape(within, [T_PAD * C]), tl.reshape(row, [CMAX * C]),
+                                 0), [CMAX, C])
+    src = tl.where(live, t_r * C + tl.sum((ranks <= k_r[:, None]).to(tl.int32), 1), 0)
+    pair = ((tl.gather(ci, src, 0).to(tl.int64) << 32)
+            | (tl.gather(cv, src, 0).to(tl.int32, bitcast=True).to(tl.int64) & 0xFFFFFFFF))
+    return tl.where(live, pair, 9223372036854775807)
+
+
 @triton.jit
 def _count3(fin, gb, l0: tl.constexpr, l1: tl.constexpr, l2: tl.constexpr):
     """Counts of finite tokens with gap bin <= each of three levels: one int64 sum of 21-bit
@@ -977,20 +1010,25 @@ def _finish_kernel(logits_ptr, row_stride, V, K, K1, T, temp_ptr,
                 valid = valid & (cv > lim)
                 n_c = tl.sum(valid.to(tl.int32), 0)
             _stamp(st, 8, n_c, STAMP)
-            # compact the survivors through a per-row scratch (tile by tile, each tile's
-            # row maxima in row order: id order), then, if some tile's slots came from its
-            # atomic counter, order them by id (one int64 sort of id << 32 | value bits;
-            # padding sorts last)
-            slot = tl.cumsum(valid.to(tl.int32), 0) - 1
-            _stamp(st, 9, slot, STAMP)
-            rr = tl.arange(0, CMAX)
-            pair = (ci.to(tl.int64) << 32) | (cv.to(tl.int32, bitcast=True).to(tl.int64)
-                                              & 0xFFFFFFFF)
-            tl.store(sv_ptr + n.to(tl.int64) * CMAX + slot, pair, mask=valid & (slot < CMAX))
-            tl.debug_barrier()
-            live = rr < n_c
-            pair = tl.load(sv_ptr + n.to(tl.int64) * CMAX + rr, mask=live,
-                           other=9223372036854775807)
+            # compact the survivors (tile by tile, each tile's row maxima in row order: id
+            # order), then, if some tile's slots came from its atomic counter, order them by
+            # id (one int64 sort of id << 32 | value bits; padding sorts last)
+            if MERGE_GATHER:
+                rr = tl.arange(0, CMAX)
+                live = rr < n_c
+                pair = _merge_gather(cv, ci, valid, n_c, T_PAD, C, CMAX)
+            else:  # through a per-row scratch
+                slot = tl.cumsum(valid.to(tl.int32), 0) - 1
+                _stamp(st, 9, slot, STAMP)
+                rr = tl.arange(0, CMAX)
+                pair = (ci.to(tl.int64) << 32) | (cv.to(tl.int32, bitcast=True).to(tl.int64)
+                                                  & 0xFFFFFFFF)
+                tl.store(sv_ptr + n.to(tl.int64) * CMAX + slot, pair,
+                         mask=valid & (slot < CMAX))
+                tl.debug_barrier()
+                live = rr < n_c
+                pair = tl.load(sv_ptr + n.to(tl.int64) * CMAX + rr, mask=live,
+                               other=9223372036854775807)
             _stamp(st, 4, pair, STAMP)
             if unordered:
                 pair = tl.sort(pair, 0)

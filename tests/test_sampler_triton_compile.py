@@ -17,6 +17,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -109,16 +111,21 @@ def test_every_launch_compiles_for_sm90(tmp_path: Path) -> None:
     assert len(done) >= 10, done
 
 
-def test_plain_row_stores_compile_for_sm90(tmp_path: Path) -> None:
-    """The tile kernel's measurement variant with tl.store row stores (SONICSPEC_ASM_STORE=0,
-    not the default inline PTX, which the test above assembles) compiles for sm_90."""
+@pytest.mark.parametrize(("knob", "value", "kernel"), [
+    ("SONICSPEC_ASM_STORE", "0", "_tile_kernel"),  # tl.store row stores
+    ("SONICSPEC_MERGE_GATHER", "1", "_finish_kernel"),  # the register-gather merge
+])
+def test_measurement_variants_compile_for_sm90(tmp_path: Path, knob: str, value: str,
+                                               kernel: str) -> None:
+    """The kernels' measurement variants (not the defaults, which the test above compiles)
+    compile for sm_90."""
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    env.update(PYTHONPATH=str(ROOT), TRITON_CACHE_DIR=str(tmp_path), SONICSPEC_ASM_STORE="0")
-    proc = subprocess.run([sys.executable, "bench/kernel_isa.py", "--kernel", "_tile_kernel",
+    env.update(PYTHONPATH=str(ROOT), TRITON_CACHE_DIR=str(tmp_path), **{knob: value})
+    proc = subprocess.run([sys.executable, "bench/kernel_isa.py", "--kernel", kernel,
                            "--vocab", "32000"], env=env, cwd=ROOT, capture_output=True,
                           text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-4000:]
-    assert "_tile_kernel:" in proc.stdout, proc.stdout
+    assert f"{kernel}:" in proc.stdout, proc.stdout
 
 
 if __name__ == "__main__":
