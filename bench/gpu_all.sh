@@ -7,6 +7,15 @@
 set -uo pipefail
 DEST=${OUT:-/tmp/out}; mkdir -p "$DEST"
 WORK=$(mktemp -d /tmp/gpuwork.XXXX)
+# copy back whatever exists when the command ends, also when the device's time limit
+# stops it (SIGTERM): run 22 lost a whole sweep's log that way
+pack() {
+  for f in bench8.log sweep.log profile.log smoke.log probe.log; do
+    [ -f "$WORK/$f" ] && cp "$WORK/$f" "$DEST/"
+  done
+  tar czf "$DEST/gpu-results.tar.gz" -C "$WORK" .
+}
+trap 'pack; exit 124' TERM INT
 stages=()
 for s in "$@"; do
   if [ "$s" = tests ]; then
@@ -17,7 +26,4 @@ for s in "$@"; do
   fi
 done
 if [ ${#stages[@]} -gt 0 ]; then OUT=$WORK bash bench/gpu_sampler.sh "${stages[@]}"; fi
-for f in bench8.log sweep.log profile.log smoke.log probe.log; do
-  [ -f "$WORK/$f" ] && cp "$WORK/$f" "$DEST/"
-done
-tar czf "$DEST/gpu-results.tar.gz" -C "$WORK" .
+pack
