@@ -698,11 +698,26 @@ def _choose_tile(tmass, u, T_PAD: tl.constexpr):
     return tsel, target - tl.sum(tl.where(tiles < tsel, m64, 0.0), 0)
 
 
+# Measurement (not yet on a GPU): SONICSPEC_PICK_FUSED=1 draws from an id-ordered list with
+# one tuple reduction of ids in place of three of positions (`_pick_ids`).
+PICK_FUSED = tl.constexpr(os.environ.get("SONICSPEC_PICK_FUSED", "0") == "1")
+
+
 @triton.jit
 def _pick_vec(w, ids, u, R: tl.constexpr):
     """Inverse CDF over a short id-ordered list at u * (its total), in float64: the first
     positive entry whose inclusive prefix exceeds the target, else the last positive one;
     its id (0 if nothing is positive)."""
+    if PICK_FUSED:
+        return _pick_ids(w, ids, u)
+    else:
+        return _pick_scan(w, ids, u, R)
+
+
+@triton.jit
+def _pick_scan(w, ids, u, R: tl.constexpr):
+    """`_pick_vec` by positions: the first and last positive positions, then the id at the
+    chosen one (three reductions after the scan)."""
     rr = tl.arange(0, R)
     w64 = w.to(tl.float64)
     cdf = tl.cumsum(w64, 0)
@@ -711,6 +726,25 @@ def _pick_vec(w, ids, u, R: tl.constexpr):
     last = tl.max(tl.where(w > 0, rr, -1), 0)
     idx = tl.where(first < R, first, last)
     return tl.where(last < 0, 0, tl.sum(tl.where(rr == idx, ids, 0), 0))
+
+
+@triton.jit
+def _min_max(a0, a1, b0, b1):
+    return tl.minimum(a0, b0), tl.maximum(a1, b1)
+
+
+@triton.jit
+def _pick_ids(w, ids, u):
+    """`_pick_vec` by ids: the positive entries' ids ascend with their positions, so the
+    first one past the target has the least id past it and the last positive one the
+    greatest positive id: one tuple reduction after the scan."""
+    w64 = w.to(tl.float64)
+    cdf = tl.cumsum(w64, 0)
+    target = u.to(tl.float64) * tl.sum(w64, 0)
+    past = (cdf > target) & (w > 0)
+    lo, hi = tl.reduce((tl.where(past, ids, 2147483647), tl.where(w > 0, ids, -1)), 0,
+                       _min_max)
+    return tl.where(hi < 0, 0, tl.where(lo < 2147483647, lo, hi))
 
 
 @triton.jit

@@ -23,9 +23,11 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-# "-gather": SONICSPEC_MERGE_GATHER=1 (the finish's register-gather merge, a measurement
-# variant) with CMAX = 16, so most filtered rows raise their bound and many exceed the list
-GROUPS = {"v111": 111, "v1000": 1000, "v1000-gather": 1000}
+# "-variants": the finish's measurement variants SONICSPEC_MERGE_GATHER=1 (register-gather
+# merge) and SONICSPEC_PICK_FUSED=1 (draw by one reduction of ids), with CMAX = 16, so most
+# filtered rows raise their bound and many exceed the list
+GROUPS = {"v111": 111, "v1000": 1000, "v1000-variants": 1000}
+VARIANTS = {"SONICSPEC_MERGE_GATHER": "1", "SONICSPEC_PICK_FUSED": "1"}
 
 
 def params_for(vocab: int) -> list:
@@ -290,8 +292,8 @@ def interpreted() -> dict[str, dict[str, list]]:
     env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(ROOT),
            "CUDA_VISIBLE_DEVICES": ""}
     procs = {name: subprocess.Popen([sys.executable, __file__, name], cwd=ROOT,
-                                    env={**env, "SONICSPEC_MERGE_GATHER": "1"}
-                                    if name.endswith("-gather") else env,
+                                    env={**env, **VARIANTS}
+                                    if name.endswith("-variants") else env,
                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
              for name in GROUPS}
     out = {}
@@ -314,7 +316,7 @@ def test_triton_matches_torch_token_for_token(interpreted, group: str) -> None:
 if __name__ == "__main__":
     os.environ["TRITON_INTERPRET"] = "1"
     sys.path.insert(0, str(ROOT))
-    if sys.argv[1].endswith("-gather"):
+    if sys.argv[1].endswith("-variants"):
         from sampler import triton_backend
 
         triton_backend.CMAX = 16
