@@ -183,8 +183,8 @@ def finish_stamps() -> None:
                         if it >= 3:
                             runs.append(raw.stamps.clone())
                     st = torch.cat(runs)
-                    raised = (st[:, 15] > tri.CMAX).double().mean().item()
-                    count = st[:, 15].double().median().item()
+                    raised = (st[:, tk.STAMP_COUNT.value] > tri.CMAX).double().mean().item()
+                    count = st[:, tk.STAMP_COUNT.value].double().median().item()
                     clk = st[:, slots].double()
                     dt = (clk[:, 1:] - clk[:, :-1]).median(0).values.tolist()
                     parts = " ".join(f"{n}+{c:.0f}" for (_, n), c in zip(STAGES[1:], dt))

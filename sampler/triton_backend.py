@@ -57,8 +57,8 @@ FINISH_MAXNREG = int(os.environ.get("SONICSPEC_FINISH_MAXNREG", "0"))  # measure
 CMAX = 128  # candidates per row kept for the exact filters
 CMAX2 = 512  # tokens per row the second chance collects
 # Measurement (bench/sampler_probe.py stamps): the finish kernel records SM clock readings at
-# its stages in the last 16 slots of each row's second-chance scratch (slot 15: the row's
-# candidate count before the raise), returned as _Raw.stamps.
+# its stages in the last tk.STAMP_SLOTS slots of each row's second-chance scratch (slot
+# tk.STAMP_COUNT: the row's candidate count before the raise), returned as _Raw.stamps.
 FINISH_STAMP = False
 BLOCK_Q = 8
 # No multiply-add contraction: `x - f * count` must round twice, as torch computes it.
@@ -234,7 +234,7 @@ def _run(logits: torch.Tensor, drafts: torch.Tensor, batch: SamplingBatch,
                             BLOCK_Q=BLOCK_Q, HAS_ND=has_nd, **common,
                             **kernel_options("_finish_kernel"),
                             **({"STAMP": True} if FINISH_STAMP else {}))
-    stamps = sv2[:, CMAX2 - 16:] if FINISH_STAMP and has_filter else None
+    stamps = sv2[:, CMAX2 - tk.STAMP_SLOTS.value:] if FINISH_STAMP and has_filter else None
     if not verifying:
         return _Raw(out[:, None], None, None, path, stamps)
     n_acc = torch.empty(bsz, dtype=torch.int64, device=dev)

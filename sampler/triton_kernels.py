@@ -801,6 +801,10 @@ def _q_at(q_ptr, qid_ptr, Q, b, j, K, xd, inside, Q_MODE: tl.constexpr,
                            (lane == 0) & inside, Q_MODE, BLOCK_Q), 0)
 
 
+STAMP_SLOTS = tl.constexpr(16)  # the last slots of a row's second-chance scratch
+STAMP_COUNT = tl.constexpr(15)  # the slot of the row's candidate count before the raise
+
+
 @triton.jit
 def _stamp(ptr, i, dep, STAMP: tl.constexpr):
     """Measurement (STAMP, GPU only): the SM clock once `dep` (a scalar or a vector) is
@@ -954,7 +958,7 @@ def _finish_kernel(logits_ptr, row_stride, V, K, K1, T, temp_ptr,
     `_combine_kernel` chains. `path`: 0 greedy, 1 candidates, 2 tiles, 3 slow (bisection),
     4 second chance (two passes over the row collect up to CMAX2 tokens)."""
     n = tl.program_id(0)
-    st = sv2_ptr + n.to(tl.int64) * CMAX2 + CMAX2 - 16  # (STAMP: the row's clock readings)
+    st = sv2_ptr + n.to(tl.int64) * CMAX2 + CMAX2 - STAMP_SLOTS  # (STAMP: clock readings)
     _stamp(st, 0, n, STAMP)
     _after_prior()
     b = n // K1
@@ -1034,7 +1038,7 @@ def _finish_kernel(logits_ptr, row_stride, V, K, K1, T, temp_ptr,
             n_c = tl.sum(valid.to(tl.int32), 0)
             _stamp(st, 3, n_c, STAMP)
             if STAMP:
-                tl.store(st + 15, n_c.to(tl.int64))  # (the count before any raise)
+                tl.store(st + STAMP_COUNT, n_c.to(tl.int64))
             if n_c > CMAX:  # raise L: a log-spaced histogram of the gap to M (`_gap_bin`)
                 gb = _gap_bin(m0 - cv, 64)
                 cc = tl.cumsum(tl.histogram(gb, 64, mask=valid), 0)
