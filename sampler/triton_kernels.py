@@ -698,9 +698,9 @@ def _choose_tile(tmass, u, T_PAD: tl.constexpr):
     return tsel, target - tl.sum(tl.where(tiles < tsel, m64, 0.0), 0)
 
 
-# Measurement (not yet on a GPU): SONICSPEC_PICK_FUSED=1 draws from an id-ordered list with
-# one tuple reduction of ids in place of three of positions (`_pick_ids`).
-PICK_FUSED = tl.constexpr(os.environ.get("SONICSPEC_PICK_FUSED", "0") == "1")
+# The draw from an id-ordered list by one tuple reduction of ids (`_pick_ids`, the default
+# since run 24); SONICSPEC_PICK_FUSED=0 (measurement) takes three reductions of positions.
+PICK_FUSED = tl.constexpr(os.environ.get("SONICSPEC_PICK_FUSED", "1") != "0")
 
 
 @triton.jit
@@ -816,37 +816,48 @@ def _stamp(ptr, i, dep, STAMP: tl.constexpr):
         tl.store(ptr + i, c)
 
 
-# Measurement (not yet on a GPU): SONICSPEC_MERGE_GATHER=1 builds the finish kernel's
-# candidate list by register gathers instead of a scan over every slot and a round trip
-# through the row's scratch (bench/NOTES-sampler.md, runs 19-23).
-MERGE_GATHER = tl.constexpr(os.environ.get("SONICSPEC_MERGE_GATHER", "0") == "1")
+# The finish's merge (bench/NOTES-sampler.md, run 24). SONICSPEC_LEVEL_RAISE=0 raises the
+# candidates' bound by the histogram alone; SONICSPEC_ATOMIC_COMPACT=0 compacts every row by
+# a scan over the slots. Measurement knobs: the defaults are on.
+LEVEL_RAISE = tl.constexpr(os.environ.get("SONICSPEC_LEVEL_RAISE", "1") != "0")
+ATOMIC_COMPACT = tl.constexpr(os.environ.get("SONICSPEC_ATOMIC_COMPACT", "1") != "0")
 
 
 @triton.jit
-def _merge_gather(cv, ci, valid, n_c, T_PAD: tl.constexpr, C: tl.constexpr,
-                  CMAX: tl.constexpr):
-    """The valid slots of [T_PAD * C] (tile-major) in order, as the first n_c of CMAX pairs
-    id << 32 | value bits (padding INT64_MAX), without a scan over the slots or a scratch:
-    entry r's tile is the number of tiles whose inclusive count is <= r and, with k = r -
-    the count before that tile, its slot is the number of the tile's slots whose in-tile
-    rank (a scan along the C slots) is <= k; two [CMAX, .] counts and three gathers."""
-    v2 = tl.reshape(valid, [T_PAD, C]).to(tl.int32)
-    n_t = tl.sum(v2, 1)
-    within = tl.cumsum(v2, 1)  # a valid slot's 1-based rank in its tile
-    incl = tl.cumsum(n_t, 0)
-    rr = tl.arange(0, CMAX)
-    live = rr < n_c
-    packed = tl.sum(tl.where(incl[None, :] <= rr[:, None], n_t[None, :] * 65536 + 1, 0), 1)
-    t_r = packed & 65535
-    k_r = rr - (packed >> 16)
-    cs = tl.arange(0, C)
-    row = tl.where(live[:, None], t_r[:, None] * C + cs[None, :], 0)
-    ranks = tl.reshape(tl.gather(tl.reshape(within, [T_PAD * C]), tl.reshape(row, [CMAX * C]),
-                                 0), [CMAX, C])
-    src = tl.where(live, t_r * C + tl.sum((ranks <= k_r[:, None]).to(tl.int32), 1), 0)
-    pair = ((tl.gather(ci, src, 0).to(tl.int64) << 32)
-            | (tl.gather(cv, src, 0).to(tl.int32, bitcast=True).to(tl.int64) & 0xFFFFFFFF))
-    return tl.where(live, pair, 9223372036854775807)
+def _field(s, i: tl.constexpr):
+    """Field i of five 12-bit counts packed in an int64 (`_level_counts`)."""
+    return ((s >> (12 * i)) & 4095).to(tl.int32)
+
+
+@triton.jit
+def _level_counts(cv, valid, lim, span):
+    """In one tuple reduction: the number of valid slots above lim (field 0 of the first
+    word) and above nine raised bounds lim + span * f, f = 0.03 ... 0.7 (spaced so that
+    the counts of a Gaussian tail fall by ~10-40% a level), in 12-bit fields. Returns the
+    two words and the nine bounds (the same float values a later compare must use)."""
+    c1 = lim + span * 0.03
+    c2 = lim + span * 0.06
+    c3 = lim + span * 0.1
+    c4 = lim + span * 0.15
+    c5 = lim + span * 0.21
+    c6 = lim + span * 0.28
+    c7 = lim + span * 0.37
+    c8 = lim + span * 0.5
+    c9 = lim + span * 0.7
+    wa = (1 | ((cv > c1).to(tl.int64) << 12) | ((cv > c2).to(tl.int64) << 24)
+          | ((cv > c3).to(tl.int64) << 36) | ((cv > c4).to(tl.int64) << 48))
+    wb = ((cv > c5).to(tl.int64) | ((cv > c6).to(tl.int64) << 12)
+          | ((cv > c7).to(tl.int64) << 24) | ((cv > c8).to(tl.int64) << 36)
+          | ((cv > c9).to(tl.int64) << 48))
+    sa, sb = tl.reduce((tl.where(valid, wa, 0), tl.where(valid, wb, 0)), 0, _add2)
+    return sa, sb, c1, c2, c3, c4, c5, c6, c7, c8, c9
+
+
+@triton.jit
+def _take_level(lim, n_c, cnt, cut, cap: tl.constexpr):
+    """(cut, cnt) when that level holds at most cap, else (lim, n_c)."""
+    take = cnt <= cap
+    return tl.where(take, cut, lim), tl.where(take, cnt, n_c)
 
 
 @triton.jit
@@ -935,7 +946,8 @@ def _finish_kernel(logits_ptr, row_stride, V, K, K1, T, temp_ptr,
                    topk_ptr, topp_ptr, minp_ptr, seed_ptr, pos_ptr,
                    draft_ptr, ndraft_ptr, q_ptr, qid_ptr, Q,
                    tmax_ptr, tsum_ptr, targ_ptr, tcnt_ptr, tbnd_ptr, cval_ptr, cid_ptr,
-                   sv_ptr, sv2_ptr, tokens_ptr, acc_ptr, toks_ptr, tokr_ptr, path_ptr,
+                   sv_ptr, sv2_ptr, ctr_ptr, tokens_ptr, acc_ptr, toks_ptr, tokr_ptr,
+                   path_ptr,
                    T_PAD: tl.constexpr, C: tl.constexpr, CMAX: tl.constexpr,
                    CMAX2: tl.constexpr,
                    BLOCK_V: tl.constexpr, HAS_FILTER: tl.constexpr, VERIFY: tl.constexpr,
@@ -1035,10 +1047,32 @@ def _finish_kernel(logits_ptr, row_stride, V, K, K1, T, temp_ptr,
             cv = tl.where(cmask, cv, float("-inf"))
             ci = tl.where(cmask, ci, 0)
             valid = cmask & (cv > lim)
-            n_c = tl.sum(valid.to(tl.int32), 0)
-            _stamp(st, 3, n_c, STAMP)
-            if STAMP:
-                tl.store(st + STAMP_COUNT, n_c.to(tl.int64))
+            if LEVEL_RAISE and (T_PAD * C < 4096):
+                # the count above L and above nine raised bounds in one reduction; the
+                # lowest bound that leaves at most CMAX becomes L (none: the histogram)
+                span = tl.where(lim > float("-inf"), m0 - lim, 0.0)
+                sa, sb, c1, c2, c3, c4, c5, c6, c7, c8, c9 = _level_counts(cv, valid, lim,
+                                                                           span)
+                n_c = _field(sa, 0)
+                _stamp(st, 3, n_c, STAMP)
+                if STAMP:
+                    tl.store(st + STAMP_COUNT, n_c.to(tl.int64))
+                if n_c > CMAX:
+                    lim2, n_2 = _take_level(lim, n_c, _field(sb, 4), c9, CMAX)
+                    lim2, n_2 = _take_level(lim2, n_2, _field(sb, 3), c8, CMAX)
+                    lim2, n_2 = _take_level(lim2, n_2, _field(sb, 2), c7, CMAX)
+                    lim2, n_2 = _take_level(lim2, n_2, _field(sb, 1), c6, CMAX)
+                    lim2, n_2 = _take_level(lim2, n_2, _field(sb, 0), c5, CMAX)
+                    lim2, n_2 = _take_level(lim2, n_2, _field(sa, 4), c4, CMAX)
+                    lim2, n_2 = _take_level(lim2, n_2, _field(sa, 3), c3, CMAX)
+                    lim2, n_2 = _take_level(lim2, n_2, _field(sa, 2), c2, CMAX)
+                    lim, n_c = _take_level(lim2, n_2, _field(sa, 1), c1, CMAX)
+                    valid = valid & (cv > lim)
+            else:
+                n_c = tl.sum(valid.to(tl.int32), 0)
+                _stamp(st, 3, n_c, STAMP)
+                if STAMP:
+                    tl.store(st + STAMP_COUNT, n_c.to(tl.int64))
             if n_c > CMAX:  # raise L: a log-spaced histogram of the gap to M (`_gap_bin`)
                 gb = _gap_bin(m0 - cv, 64)
                 cc = tl.cumsum(tl.histogram(gb, 64, mask=valid), 0)
@@ -1048,25 +1082,31 @@ def _finish_kernel(logits_ptr, row_stride, V, K, K1, T, temp_ptr,
                 valid = valid & (cv > lim)
                 n_c = tl.sum(valid.to(tl.int32), 0)
             _stamp(st, 8, n_c, STAMP)
-            # compact the survivors (tile by tile, each tile's row maxima in row order: id
-            # order), then, if some tile's slots came from its atomic counter, order them by
-            # id (one int64 sort of id << 32 | value bits; padding sorts last)
-            if MERGE_GATHER:
-                rr = tl.arange(0, CMAX)
-                live = rr < n_c
-                pair = _merge_gather(cv, ci, valid, n_c, T_PAD, C, CMAX)
-            else:  # through a per-row scratch
+            # compact the survivors through the row's scratch, by a scan over the slots (tile
+            # by tile, each tile's row maxima in row order: id order); if some tile's slots
+            # came from its atomic counter, order them by id (one int64 sort of id << 32 |
+            # value bits; padding sorts last), and then compact by an atomic counter instead
+            # (a cheaper step than the scan; the sort makes its order irrelevant)
+            rr = tl.arange(0, CMAX)
+            pair = (ci.to(tl.int64) << 32) | (cv.to(tl.int32, bitcast=True).to(tl.int64)
+                                              & 0xFFFFFFFF)
+            if ATOMIC_COMPACT:
+                if unordered:
+                    slot = tl.atomic_add(ctr_ptr + n + tl.zeros_like(ci), 1, mask=valid,
+                                         sem="relaxed")
+                else:
+                    slot = tl.cumsum(valid.to(tl.int32), 0) - 1
+            else:
                 slot = tl.cumsum(valid.to(tl.int32), 0) - 1
-                _stamp(st, 9, slot, STAMP)
-                rr = tl.arange(0, CMAX)
-                pair = (ci.to(tl.int64) << 32) | (cv.to(tl.int32, bitcast=True).to(tl.int64)
-                                                  & 0xFFFFFFFF)
-                tl.store(sv_ptr + n.to(tl.int64) * CMAX + slot, pair,
-                         mask=valid & (slot < CMAX))
-                tl.debug_barrier()
-                live = rr < n_c
-                pair = tl.load(sv_ptr + n.to(tl.int64) * CMAX + rr, mask=live,
-                               other=9223372036854775807)
+            _stamp(st, 9, slot, STAMP)
+            tl.store(sv_ptr + n.to(tl.int64) * CMAX + slot, pair, mask=valid & (slot < CMAX))
+            tl.debug_barrier()
+            if ATOMIC_COMPACT:  # noqa: SIM102 - a constexpr branch around a runtime one
+                if unordered:  # every atomic has returned: zero the counter for the next call
+                    tl.store(ctr_ptr + n, 0)
+            live = rr < n_c
+            pair = tl.load(sv_ptr + n.to(tl.int64) * CMAX + rr, mask=live,
+                           other=9223372036854775807)
             _stamp(st, 4, pair, STAMP)
             if unordered:
                 pair = tl.sort(pair, 0)

@@ -1,5 +1,5 @@
 """The two draws from an id-ordered candidate list, `_pick_ids` (one tuple reduction of ids,
-SONICSPEC_PICK_FUSED=1) and `_pick_scan` (positions, the default), pick the same token
+the default) and `_pick_scan` (positions, SONICSPEC_PICK_FUSED=0), pick the same token
 (CPU, TRITON_INTERPRET=1 in a subprocess, so the interpreter never leaks into this pytest
 process): lists with zero weights, padding, nothing positive, a single entry, and uniforms
 just below and above every prefix boundary.

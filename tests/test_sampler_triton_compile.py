@@ -113,8 +113,9 @@ def test_every_launch_compiles_for_sm90(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(("knob", "value", "kernel"), [
     ("SONICSPEC_ASM_STORE", "0", "_tile_kernel"),  # tl.store row stores
-    ("SONICSPEC_MERGE_GATHER", "1", "_finish_kernel"),  # the register-gather merge
-    ("SONICSPEC_PICK_FUSED", "1", "_finish_kernel"),  # the draw by one reduction of ids
+    ("SONICSPEC_LEVEL_RAISE", "0", "_finish_kernel"),  # the histogram raise alone
+    ("SONICSPEC_ATOMIC_COMPACT", "0", "_finish_kernel"),  # compaction by a scan alone
+    ("SONICSPEC_PICK_FUSED", "0", "_finish_kernel"),  # the draw by positions
 ])
 def test_measurement_variants_compile_for_sm90(tmp_path: Path, knob: str, value: str,
                                                kernel: str) -> None:
