@@ -206,9 +206,7 @@ def _run(logits: torch.Tensor, drafts: torch.Tensor, batch: SamplingBatch,
         cid = torch.empty(n, t_pad, c, dtype=torch.int32, device=dev)
         sv = torch.empty(n, CMAX, dtype=torch.int64, device=dev)
         sv2 = torch.empty(n, CMAX2, dtype=torch.int64, device=dev)
-        ctr = _tickets(n, dev, "compact")
     else:
-        ctr = targ
         tcnt = cid = targ
         tbnd = cval = tmax
         sv = sv2 = torch.empty(1, dtype=torch.int64, device=dev)
@@ -230,7 +228,7 @@ def _run(logits: torch.Tensor, drafts: torch.Tensor, batch: SamplingBatch,
         out = torch.empty(bsz, dtype=torch.int64, device=dev)
     tk._finish_kernel[(n,)](logits, logits.stride(1), vocab, k, k1, tiles, *proc_args[4:],
                             *filt, head.seed, head.position, drafts, n_draft, q, qid, q_len,
-                            tmax, tsum, targ, tcnt, tbnd, cval, cid, sv, sv2, ctr, out, acc, toks,
+                            tmax, tsum, targ, tcnt, tbnd, cval, cid, sv, sv2, out, acc, toks,
                             tokr, path, T_PAD=t_pad, C=c, CMAX=CMAX, CMAX2=CMAX2, BLOCK_V=bv,
                             HAS_FILTER=has_filter, VERIFY=verifying, Q_MODE=q_mode,
                             BLOCK_Q=BLOCK_Q, HAS_ND=has_nd, **common,
@@ -246,22 +244,21 @@ def _run(logits: torch.Tensor, drafts: torch.Tensor, batch: SamplingBatch,
     return _Raw(out, n_acc, n_draft if has_nd else None, path, stamps)
 
 
-_TICKETS: dict[tuple[torch.device, str], torch.Tensor] = {}
+_TICKETS: dict[torch.device, torch.Tensor] = {}
 
 
-def _tickets(rows: int, dev: torch.device, use: str = "thresholds") -> torch.Tensor:
-    """Per-row atomic counters, [rows] int32, zero at every call: for each use ("thresholds":
-    the threshold parts' tickets; "compact": the finish's compaction counters) a buffer per
-    device that outlives the calls (each call zeroes the counters it used again), so no
-    memset precedes the launch. Calls on one device run in stream order (as the engine and
-    CUDA-graph replays do); a buffer first needed during a capture is made for that call
-    alone (zeroed inside the graph), never kept."""
-    buf = _TICKETS.get((dev, use))
+def _tickets(rows: int, dev: torch.device) -> torch.Tensor:
+    """The threshold parts' atomic tickets, [rows] int32, zero at every call: a buffer per
+    device that outlives the calls (each call's last part zeroes its row's ticket again),
+    so no memset precedes the launch. Calls on one device run in stream order (as the
+    engine and CUDA-graph replays do); a buffer first needed during a capture is made for
+    that call alone (zeroed inside the graph), never kept."""
+    buf = _TICKETS.get(dev)
     if buf is not None and buf.numel() >= rows:
         return buf
     buf = torch.zeros(max(rows, 1024), dtype=torch.int32, device=dev)
     if dev.type != "cuda" or not torch.cuda.is_current_stream_capturing():
-        _TICKETS[(dev, use)] = buf
+        _TICKETS[dev] = buf
     return buf
 
 

@@ -816,41 +816,16 @@ def _stamp(ptr, i, dep, STAMP: tl.constexpr):
         tl.store(ptr + i, c)
 
 
-# The finish's merge (bench/NOTES-sampler.md, run 24). SONICSPEC_LEVEL_RAISE=0 raises the
-# candidates' bound by the histogram alone; SONICSPEC_ATOMIC_COMPACT=0 compacts every row by
-# a scan over the slots. Measurement knobs: the defaults are on.
+# The finish's raise of the candidates' bound (bench/NOTES-sampler.md, run 24): by five
+# level counts in one reduction, the histogram only when no level leaves at most CMAX;
+# SONICSPEC_LEVEL_RAISE=0 (measurement) takes the histogram alone.
 LEVEL_RAISE = tl.constexpr(os.environ.get("SONICSPEC_LEVEL_RAISE", "1") != "0")
-ATOMIC_COMPACT = tl.constexpr(os.environ.get("SONICSPEC_ATOMIC_COMPACT", "1") != "0")
 
 
 @triton.jit
 def _field(s, i: tl.constexpr):
-    """Field i of five 12-bit counts packed in an int64 (`_level_counts`)."""
+    """Field i of five 12-bit counts packed in an int64 (`_raise_by_levels`)."""
     return ((s >> (12 * i)) & 4095).to(tl.int32)
-
-
-@triton.jit
-def _level_counts(cv, valid, lim, span):
-    """In one tuple reduction: the number of valid slots above lim (field 0 of the first
-    word) and above nine raised bounds lim + span * f, f = 0.03 ... 0.7 (spaced so that
-    the counts of a Gaussian tail fall by ~10-40% a level), in 12-bit fields. Returns the
-    two words and the nine bounds (the same float values a later compare must use)."""
-    c1 = lim + span * 0.03
-    c2 = lim + span * 0.06
-    c3 = lim + span * 0.1
-    c4 = lim + span * 0.15
-    c5 = lim + span * 0.21
-    c6 = lim + span * 0.28
-    c7 = lim + span * 0.37
-    c8 = lim + span * 0.5
-    c9 = lim + span * 0.7
-    wa = (1 | ((cv > c1).to(tl.int64) << 12) | ((cv > c2).to(tl.int64) << 24)
-          | ((cv > c3).to(tl.int64) << 36) | ((cv > c4).to(tl.int64) << 48))
-    wb = ((cv > c5).to(tl.int64) | ((cv > c6).to(tl.int64) << 12)
-          | ((cv > c7).to(tl.int64) << 24) | ((cv > c8).to(tl.int64) << 36)
-          | ((cv > c9).to(tl.int64) << 48))
-    sa, sb = tl.reduce((tl.where(valid, wa, 0), tl.where(valid, wb, 0)), 0, _add2)
-    return sa, sb, c1, c2, c3, c4, c5, c6, c7, c8, c9
 
 
 @triton.jit
@@ -858,6 +833,33 @@ def _take_level(lim, n_c, cnt, cut, cap: tl.constexpr):
     """(cut, cnt) when that level holds at most cap, else (lim, n_c)."""
     take = cnt <= cap
     return tl.where(take, cut, lim), tl.where(take, cnt, n_c)
+
+
+@triton.jit
+def _raise_by_levels(cv, valid, lim, m0, n_c, CMAX: tl.constexpr):
+    """A raised bound for the n_c > CMAX valid slots and the count above it: the counts
+    above five bounds lim + (M - lim) * f in one reduction (12-bit fields), and the lowest
+    bound that leaves at most CMAX; (lim, n_c) when none does (then the histogram). The
+    fractions f depend on n_c: on randn * 8 rows (bench/threshold_sim.py) a Gaussian tail
+    above the row threshold keeps 63-128 slots (median 117), never none. Any bound above
+    lim keeps the list exact (every token above it is a candidate)."""
+    span = tl.where(lim > float("-inf"), m0 - lim, 0.0)
+    few = n_c <= 160
+    some = n_c <= 256
+    c1 = lim + span * tl.where(few, 0.015, tl.where(some, 0.06, 0.16))
+    c2 = lim + span * tl.where(few, 0.035, tl.where(some, 0.1, 0.23))
+    c3 = lim + span * tl.where(few, 0.06, tl.where(some, 0.15, 0.3))
+    c4 = lim + span * tl.where(few, 0.09, tl.where(some, 0.2, 0.4))
+    c5 = lim + span * tl.where(few, 0.13, tl.where(some, 0.26, 0.55))
+    w = ((cv > c1).to(tl.int64) | ((cv > c2).to(tl.int64) << 12)
+         | ((cv > c3).to(tl.int64) << 24) | ((cv > c4).to(tl.int64) << 36)
+         | ((cv > c5).to(tl.int64) << 48))
+    s = tl.sum(tl.where(valid, w, 0), 0)
+    lim2, n_2 = _take_level(lim, n_c, _field(s, 4), c5, CMAX)
+    lim2, n_2 = _take_level(lim2, n_2, _field(s, 3), c4, CMAX)
+    lim2, n_2 = _take_level(lim2, n_2, _field(s, 2), c3, CMAX)
+    lim2, n_2 = _take_level(lim2, n_2, _field(s, 1), c2, CMAX)
+    return _take_level(lim2, n_2, _field(s, 0), c1, CMAX)
 
 
 @triton.jit
@@ -946,8 +948,7 @@ def _finish_kernel(logits_ptr, row_stride, V, K, K1, T, temp_ptr,
                    topk_ptr, topp_ptr, minp_ptr, seed_ptr, pos_ptr,
                    draft_ptr, ndraft_ptr, q_ptr, qid_ptr, Q,
                    tmax_ptr, tsum_ptr, targ_ptr, tcnt_ptr, tbnd_ptr, cval_ptr, cid_ptr,
-                   sv_ptr, sv2_ptr, ctr_ptr, tokens_ptr, acc_ptr, toks_ptr, tokr_ptr,
-                   path_ptr,
+                   sv_ptr, sv2_ptr, tokens_ptr, acc_ptr, toks_ptr, tokr_ptr, path_ptr,
                    T_PAD: tl.constexpr, C: tl.constexpr, CMAX: tl.constexpr,
                    CMAX2: tl.constexpr,
                    BLOCK_V: tl.constexpr, HAS_FILTER: tl.constexpr, VERIFY: tl.constexpr,
@@ -1047,33 +1048,15 @@ def _finish_kernel(logits_ptr, row_stride, V, K, K1, T, temp_ptr,
             cv = tl.where(cmask, cv, float("-inf"))
             ci = tl.where(cmask, ci, 0)
             valid = cmask & (cv > lim)
-            if LEVEL_RAISE and (T_PAD * C < 4096):
-                # the count above L and above nine raised bounds in one reduction; the
-                # lowest bound that leaves at most CMAX becomes L (none: the histogram)
-                span = tl.where(lim > float("-inf"), m0 - lim, 0.0)
-                sa, sb, c1, c2, c3, c4, c5, c6, c7, c8, c9 = _level_counts(cv, valid, lim,
-                                                                           span)
-                n_c = _field(sa, 0)
-                _stamp(st, 3, n_c, STAMP)
-                if STAMP:
-                    tl.store(st + STAMP_COUNT, n_c.to(tl.int64))
-                if n_c > CMAX:
-                    lim2, n_2 = _take_level(lim, n_c, _field(sb, 4), c9, CMAX)
-                    lim2, n_2 = _take_level(lim2, n_2, _field(sb, 3), c8, CMAX)
-                    lim2, n_2 = _take_level(lim2, n_2, _field(sb, 2), c7, CMAX)
-                    lim2, n_2 = _take_level(lim2, n_2, _field(sb, 1), c6, CMAX)
-                    lim2, n_2 = _take_level(lim2, n_2, _field(sb, 0), c5, CMAX)
-                    lim2, n_2 = _take_level(lim2, n_2, _field(sa, 4), c4, CMAX)
-                    lim2, n_2 = _take_level(lim2, n_2, _field(sa, 3), c3, CMAX)
-                    lim2, n_2 = _take_level(lim2, n_2, _field(sa, 2), c2, CMAX)
-                    lim, n_c = _take_level(lim2, n_2, _field(sa, 1), c1, CMAX)
+            n_c = tl.sum(valid.to(tl.int32), 0)
+            _stamp(st, 3, n_c, STAMP)
+            if STAMP:
+                tl.store(st + STAMP_COUNT, n_c.to(tl.int64))
+            if LEVEL_RAISE and (T_PAD * C < 4096):  # noqa: SIM102 - constexpr around runtime
+                if n_c > CMAX:  # raise L by level counts
+                    lim, n_c = _raise_by_levels(cv, valid, lim, m0, n_c, CMAX)
                     valid = valid & (cv > lim)
-            else:
-                n_c = tl.sum(valid.to(tl.int32), 0)
-                _stamp(st, 3, n_c, STAMP)
-                if STAMP:
-                    tl.store(st + STAMP_COUNT, n_c.to(tl.int64))
-            if n_c > CMAX:  # raise L: a log-spaced histogram of the gap to M (`_gap_bin`)
+            if n_c > CMAX:  # (still) raise L: a log-spaced histogram of the gap to M (`_gap_bin`)
                 gb = _gap_bin(m0 - cv, 64)
                 cc = tl.cumsum(tl.histogram(gb, 64, mask=valid), 0)
                 top = tl.max(tl.where(cc <= CMAX, tl.arange(0, 64), -1), 0)
@@ -1082,28 +1065,16 @@ def _finish_kernel(logits_ptr, row_stride, V, K, K1, T, temp_ptr,
                 valid = valid & (cv > lim)
                 n_c = tl.sum(valid.to(tl.int32), 0)
             _stamp(st, 8, n_c, STAMP)
-            # compact the survivors through the row's scratch, by a scan over the slots (tile
-            # by tile, each tile's row maxima in row order: id order); if some tile's slots
-            # came from its atomic counter, order them by id (one int64 sort of id << 32 |
-            # value bits; padding sorts last), and then compact by an atomic counter instead
-            # (a cheaper step than the scan; the sort makes its order irrelevant)
+            # compact the survivors (tile by tile, each tile's row maxima in row order: id
+            # order), then, if some tile's slots came from its atomic counter, order them by
+            # id (one int64 sort of id << 32 | value bits; padding sorts last)
+            slot = tl.cumsum(valid.to(tl.int32), 0) - 1  # (through a per-row scratch)
+            _stamp(st, 9, slot, STAMP)
             rr = tl.arange(0, CMAX)
             pair = (ci.to(tl.int64) << 32) | (cv.to(tl.int32, bitcast=True).to(tl.int64)
                                               & 0xFFFFFFFF)
-            if ATOMIC_COMPACT:
-                if unordered:
-                    slot = tl.atomic_add(ctr_ptr + n + tl.zeros_like(ci), 1, mask=valid,
-                                         sem="relaxed")
-                else:
-                    slot = tl.cumsum(valid.to(tl.int32), 0) - 1
-            else:
-                slot = tl.cumsum(valid.to(tl.int32), 0) - 1
-            _stamp(st, 9, slot, STAMP)
             tl.store(sv_ptr + n.to(tl.int64) * CMAX + slot, pair, mask=valid & (slot < CMAX))
             tl.debug_barrier()
-            if ATOMIC_COMPACT:  # noqa: SIM102 - a constexpr branch around a runtime one
-                if unordered:  # every atomic has returned: zero the counter for the next call
-                    tl.store(ctr_ptr + n, 0)
             live = rr < n_c
             pair = tl.load(sv_ptr + n.to(tl.int64) * CMAX + rr, mask=live,
                            other=9223372036854775807)

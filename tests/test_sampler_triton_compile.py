@@ -114,7 +114,6 @@ def test_every_launch_compiles_for_sm90(tmp_path: Path) -> None:
 @pytest.mark.parametrize(("knob", "value", "kernel"), [
     ("SONICSPEC_ASM_STORE", "0", "_tile_kernel"),  # tl.store row stores
     ("SONICSPEC_LEVEL_RAISE", "0", "_finish_kernel"),  # the histogram raise alone
-    ("SONICSPEC_ATOMIC_COMPACT", "0", "_finish_kernel"),  # compaction by a scan alone
     ("SONICSPEC_PICK_FUSED", "0", "_finish_kernel"),  # the draw by positions
 ])
 def test_measurement_variants_compile_for_sm90(tmp_path: Path, knob: str, value: str,
