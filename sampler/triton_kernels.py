@@ -699,7 +699,7 @@ def _choose_tile(tmass, u, T_PAD: tl.constexpr):
 
 
 # The draw from an id-ordered list by one tuple reduction of ids (`_pick_ids`, the default
-# since run 24); SONICSPEC_PICK_FUSED=0 (measurement) takes three reductions of positions.
+# since run 25); SONICSPEC_PICK_FUSED=0 (measurement) takes three reductions of positions.
 PICK_FUSED = tl.constexpr(os.environ.get("SONICSPEC_PICK_FUSED", "1") != "0")
 
 
