@@ -117,6 +117,27 @@ else:
             "=r,l,r,r", [ptr, bits, mask.to(tl.int32)], dtype=tl.int32, is_pure=False, pack=1)
 
 
+if INTERPRET or os.environ.get("SONICSPEC_ASM_SCATTER", "1") != "1":
+
+    @triton.jit
+    def _scatter64(ptr, val, mask):
+        tl.store(ptr, val, mask=mask)
+
+else:
+
+    @triton.jit
+    def _scatter64(ptr, val, mask):
+        """tl.store of int64 values to irregular addresses by inline PTX, elementwise in the
+        values' own layout. The finish's compaction stores its survivors this way: tl.store
+        picks a layout of one element a thread for the scattered pointers, and the
+        compiler then converted the flags, the pairs and the mask to it through shared
+        memory and ran the 2048-slot scan twice, once in each layout (TTGIR, run 26).
+        SONICSPEC_ASM_SCATTER=0 restores tl.store (measurement)."""
+        tl.inline_asm_elementwise(
+            "{ .reg .pred p; setp.ne.u32 p, $3, 0; @p st.global.b64 [$1], $2; mov.u32 $0, 0; }",
+            "=r,l,l,r", [ptr, val, mask.to(tl.int32)], dtype=tl.int32, is_pure=False, pack=1)
+
+
 if INTERPRET:  # the interpreter's vector atomics do not hand out distinct slots
 
     @triton.jit
@@ -1073,7 +1094,7 @@ def _finish_kernel(logits_ptr, row_stride, V, K, K1, T, temp_ptr,
             rr = tl.arange(0, CMAX)
             pair = (ci.to(tl.int64) << 32) | (cv.to(tl.int32, bitcast=True).to(tl.int64)
                                               & 0xFFFFFFFF)
-            tl.store(sv_ptr + n.to(tl.int64) * CMAX + slot, pair, mask=valid & (slot < CMAX))
+            _scatter64(sv_ptr + n.to(tl.int64) * CMAX + slot, pair, valid & (slot < CMAX))
             tl.debug_barrier()
             live = rr < n_c
             pair = tl.load(sv_ptr + n.to(tl.int64) * CMAX + rr, mask=live,
