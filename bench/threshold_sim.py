@@ -3,9 +3,12 @@ for each vocabulary, rows of randn * scale logits, with and without a grammar th
 the first half of the vocabulary (as bench/sampler.py's workload), the same sample plan as
 the kernel (`triton_backend.sample_plan`), and per row: the tokens above the threshold
 (top-k 50 needs 50), and the most in one 2048-token tile against the C slots (more sends
-the row to the slow path). Measurement only.
+the row to the slow path). With --levels: for the rows with more than CMAX tokens above
+the threshold, the finish's raise by level counts (`triton_kernels.LEVEL_FRACTIONS`, the
+bound L taken as the threshold): how many find no level (then the histogram) and how many
+candidates the others keep. Measurement only.
 
-    python bench/threshold_sim.py [--rows 2000] [--scale 8]
+    python bench/threshold_sim.py [--rows 2000] [--scale 8] [--levels]
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import torch
 
 sys.path[0] = str(Path(__file__).resolve().parents[1])
 from sampler import triton_backend as tri  # noqa: E402
+from sampler import triton_kernels as tk  # noqa: E402
 
 TILE = 2048  # the GPU's BLOCK_V
 
@@ -37,12 +41,52 @@ def thresholds(x: torch.Tensor, vocab: int) -> torch.Tensor:
     return gmax.sort(1, descending=True).values.gather(1, (r - 1)[:, None])
 
 
+def levels(x: torch.Tensor, thr: torch.Tensor, cap: int) -> tuple[int, int, list[int]]:
+    """The level raise on the rows of x [rows, V] with more than cap tokens above their
+    threshold thr [rows, 1]: (rows raised, rows with no level, counts kept by the others)."""
+    raised = fell = 0
+    kept = []
+    m0 = x.amax(1, keepdim=True)
+    for r in range(x.shape[0]):
+        n_c = int((x[r] > thr[r]).sum())
+        if n_c <= cap:
+            continue
+        raised += 1
+        fracs = next(f for limit, f in tk.LEVEL_FRACTIONS if n_c <= limit)
+        span = float(m0[r] - thr[r])
+        counts = [int((x[r] > thr[r] + span * f).sum()) for f in fracs]
+        fit = [c for c in counts if c <= cap]
+        if fit:
+            kept.append(fit[0])
+        else:
+            fell += 1
+    return raised, fell, kept
+
+
+def main_levels(rows: int, scale: float) -> None:
+    print(f"{'V':>7} {'grammar':>7} | raised  no level | kept: min   p1  p10  med  max")
+    for vocab in (32000, 128256, 262144):
+        for grammar in (False, True):
+            x = torch.randn(rows, vocab) * scale
+            if grammar:
+                x[:, : (vocab + 31) // 32 // 2 * 32] = float("-inf")
+            raised, fell, kept = levels(x, thresholds(x, vocab), tri.CMAX)
+            q = torch.quantile(torch.tensor(kept, dtype=torch.float32),
+                               torch.tensor([0.0, 0.01, 0.1, 0.5, 1.0])).int().tolist()
+            print(f"{vocab:>7} {str(grammar):>7} | {raised:6d} {fell:9d} | "
+                  + " ".join(f"{v:4d}" for v in q), flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rows", type=int, default=2000)
     ap.add_argument("--scale", type=float, default=8.0)
+    ap.add_argument("--levels", action="store_true")
     args = ap.parse_args()
     torch.manual_seed(0)
+    if args.levels:
+        main_levels(args.rows, args.scale)
+        return
     print(f"{'V':>7} {'grammar':>7} {'C':>3} | above the threshold: min   p1  med  p99  max | "
           f"P(<50)  max/tile  P(tile > C)")
     for vocab in (32000, 128256, 262144):

@@ -841,6 +841,10 @@ def _stamp(ptr, i, dep, STAMP: tl.constexpr):
 # level counts in one reduction, the histogram only when no level leaves at most CMAX;
 # SONICSPEC_LEVEL_RAISE=0 (measurement) takes the histogram alone.
 LEVEL_RAISE = tl.constexpr(os.environ.get("SONICSPEC_LEVEL_RAISE", "1") != "0")
+# (count limit, the five fractions) as `_raise_by_levels` picks them, for host-side
+# simulations: the first entry whose limit the count does not exceed
+LEVEL_FRACTIONS = ((160, (0.015, 0.035, 0.06, 0.09, 0.13)), (256, (0.06, 0.1, 0.15, 0.2, 0.26)),
+                   (1 << 30, (0.16, 0.23, 0.3, 0.4, 0.55)))
 
 
 @triton.jit
@@ -861,9 +865,10 @@ def _raise_by_levels(cv, valid, lim, m0, n_c, CMAX: tl.constexpr):
     """A raised bound for the n_c > CMAX valid slots and the count above it: the counts
     above five bounds lim + (M - lim) * f in one reduction (12-bit fields), and the lowest
     bound that leaves at most CMAX; (lim, n_c) when none does (then the histogram). The
-    fractions f depend on n_c: on randn * 8 rows (bench/threshold_sim.py) a Gaussian tail
-    above the row threshold keeps 63-128 slots (median 117), never none. Any bound above
-    lim keeps the list exact (every token above it is a candidate)."""
+    fractions f depend on n_c (`LEVEL_FRACTIONS`); on randn * 8 rows with the kernel's
+    thresholds, every raised row found a level and kept 63-128 slots, medians 114-122
+    (`bench/threshold_sim.py --levels`). Any bound above lim keeps the list exact (every
+    token above it is a candidate)."""
     span = tl.where(lim > float("-inf"), m0 - lim, 0.0)
     few = n_c <= 160
     some = n_c <= 256
@@ -871,7 +876,7 @@ def _raise_by_levels(cv, valid, lim, m0, n_c, CMAX: tl.constexpr):
     c2 = lim + span * tl.where(few, 0.035, tl.where(some, 0.1, 0.23))
     c3 = lim + span * tl.where(few, 0.06, tl.where(some, 0.15, 0.3))
     c4 = lim + span * tl.where(few, 0.09, tl.where(some, 0.2, 0.4))
-    c5 = lim + span * tl.where(few, 0.13, tl.where(some, 0.26, 0.55))
+    c5 = lim + span * tl.where(few, 0.13, tl.where(some, 0.26, 0.55))  # (LEVEL_FRACTIONS)
     w = ((cv > c1).to(tl.int64) | ((cv > c2).to(tl.int64) << 12)
          | ((cv > c3).to(tl.int64) << 24) | ((cv > c4).to(tl.int64) << 36)
          | ((cv > c5).to(tl.int64) << 48))
@@ -981,8 +986,8 @@ def _finish_kernel(logits_ptr, row_stride, V, K, K1, T, temp_ptr,
     Merges the tiles (row max M, total mass S, greedy argmax). Then, per row:
     - greedy: the argmax;
     - no filter: a tile by mass, then the token inside it (one tile re-read);
-    - filter: the candidates with x > L (L = the largest tile bound, raised by a histogram
-      of the candidates' gaps until at most CMAX remain) are every token with x > L, so
+    - filter: the candidates with x > L (L = the largest tile bound, raised until at most
+      CMAX remain: by level counts, else a histogram of the gaps) are every token with x > L, so
       top-k, top-p and min-p are exact from them when the k-th value, the top-p crossing
       token and the min-p cut all lie above L; the token is drawn among them;
     - otherwise (flat rows, dense/sparse draft laws without a filter) the slow path: exact
