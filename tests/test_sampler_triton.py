@@ -258,7 +258,8 @@ def _thresholds() -> list:
                                                                           top_k=5)]
     words = (vocab + 31) // 32
     mask = torch.full((rows, 1, words), -1, dtype=torch.int32)
-    mask[2, :, : words * 3 // 4] = 0  # row 2: only the last quarter allowed
+    mask[2, :, : words * 3 // 4] = 0  # row 2: only the last quarter allowed,
+    mask[2, :, words * 3 // 4:: 2] = 0x55555555  # and in every other word of it every other id
     batch = SamplingBatch.from_requests(params, [[]] * rows, [[]] * rows, vocab,
                                         grammar_bitmask=mask)
     allowed = (mask[:, 0, torch.arange(vocab) // 32] >> (torch.arange(vocab) % 32)) & 1
@@ -314,9 +315,24 @@ def test_triton_matches_torch_token_for_token(interpreted, group: str) -> None:
     assert not bad, bad
 
 
+def test_threshold_sample_in_3d_matches_torch() -> None:
+    """Property: the measurement variant SONICSPEC_THR_3D=1 (the threshold sample held as
+    [groups, runs, 32], the grammar words as [groups, runs, 1]) sets the same thresholds as
+    torch on the same sample, grammar rows and two parts a row included (interpreter)."""
+    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(ROOT),
+           "CUDA_VISIBLE_DEVICES": "", "SONICSPEC_THR_3D": "1"}
+    proc = subprocess.run([sys.executable, __file__, "thresholds"], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert json.loads(proc.stdout.strip().splitlines()[-1]) == []
+
+
 if __name__ == "__main__":
     os.environ["TRITON_INTERPRET"] = "1"
     sys.path.insert(0, str(ROOT))
+    if sys.argv[1] == "thresholds":
+        print(json.dumps(_thresholds()))
+        sys.exit(0)
     if "-cmax16" in sys.argv[1]:
         from sampler import triton_backend
 
