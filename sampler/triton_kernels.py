@@ -138,6 +138,22 @@ else:
             "=r,l,l,r", [ptr, val, mask.to(tl.int32)], dtype=tl.int32, is_pure=False, pack=1)
 
 
+# Measurement (not yet on a GPU): SONICSPEC_ASM_PATCH=1 writes the patch's values and bits by
+# inline PTX in the ids' own layout (tl.store and tl.atomic_or convert the ids, values and
+# masks to a scattered layout through shared memory: TTGIR).
+ASM_PATCH = tl.constexpr(not INTERPRET and os.environ.get("SONICSPEC_ASM_PATCH", "0") == "1")
+
+
+@triton.jit
+def _red_or32(ptr, val, mask):
+    """Relaxed atomic OR of int32 words without a result (`red`), elementwise by inline PTX
+    (GPU only: `ASM_PATCH`)."""
+    tl.inline_asm_elementwise(
+        "{ .reg .pred p; setp.ne.u32 p, $3, 0; @p red.relaxed.gpu.global.or.b32 [$1], $2; "
+        "mov.u32 $0, 0; }",
+        "=r,l,r,r", [ptr, val, mask.to(tl.int32)], dtype=tl.int32, is_pure=False, pack=1)
+
+
 if INTERPRET:  # the interpreter's vector atomics do not hand out distinct slots
 
     @triton.jit
@@ -283,10 +299,14 @@ def _write_patch(logits_ptr, n, row_stride, ids, ok, seen, cnt, bv, rep, freq, p
     y = tl.where(seen, tl.where(x > 0, _div(x, rep), x * rep), x)
     y = y - freq * c
     y = y - pres * (c > 0).to(tl.float32)
-    tl.store(pbase + ids, y + bv, mask=ok)
-    # relaxed: only later kernels read the bits (Triton's default, acq_rel, fences each one)
-    tl.atomic_or(bits_row + ids // 32, (1 << (ids % 32)).to(tl.int32), mask=ok,
-                 sem="relaxed")
+    if ASM_PATCH:
+        _store_rows(pbase + ids, y + bv, ok)
+        _red_or32(bits_row + ids // 32, (1 << (ids % 32)).to(tl.int32), ok)
+    else:
+        tl.store(pbase + ids, y + bv, mask=ok)
+        # relaxed: only later kernels read the bits (Triton's default, acq_rel, fences each)
+        tl.atomic_or(bits_row + ids // 32, (1 << (ids % 32)).to(tl.int32), mask=ok,
+                     sem="relaxed")
 
 
 @triton.jit
