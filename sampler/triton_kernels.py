@@ -95,6 +95,24 @@ else:
         return tl.where(e != e, q0, tl.fma(e, rcp, q0))
 
 
+# Predicated elementwise memory ops by inline PTX ($1 the address, $2 the value, $3 the mask):
+# in the values' own layout, where tl.store / tl.atomic_* would first convert pointers, values
+# and masks to a scattered layout through shared memory (TTGIR).
+_PTX_ST_B32 = tl.constexpr("{ .reg .pred p; setp.ne.u32 p, $3, 0; @p st.global.b32 [$1], $2; "
+                           "mov.u32 $0, 0; }")
+_PTX_ST_B64 = tl.constexpr("{ .reg .pred p; setp.ne.u32 p, $3, 0; @p st.global.b64 [$1], $2; "
+                           "mov.u32 $0, 0; }")
+_PTX_RED_OR_B32 = tl.constexpr("{ .reg .pred p; setp.ne.u32 p, $3, 0; "
+                               "@p red.relaxed.gpu.global.or.b32 [$1], $2; mov.u32 $0, 0; }")
+
+
+@triton.jit
+def _ptx_masked(ptr, val, mask, PTX: tl.constexpr, CONSTRAINTS: tl.constexpr):
+    """`PTX` (one of the _PTX_* ops) at each element where mask holds (GPU only)."""
+    tl.inline_asm_elementwise(PTX, CONSTRAINTS, [ptr, val, mask.to(tl.int32)], dtype=tl.int32,
+                              is_pure=False, pack=1)
+
+
 if INTERPRET or os.environ.get("SONICSPEC_ASM_STORE", "1") != "1":
 
     @triton.jit
@@ -105,16 +123,13 @@ else:
 
     @triton.jit
     def _store_rows(ptr, val, mask):
-        """tl.store of 32-bit per-row results (a reduction's layout: each value replicated on
-        the lanes of its row) by inline PTX: elementwise, so the values need no conversion
-        to the store's coalesced layout through shared memory (three in the tile kernel's
-        common candidate path, six barriers); the replicas store the same word. Run 19
-        (H200): sample B = 256, V = 262144 163 -> 160 us, verify 772 -> 756 us; no change
-        at small B. SONICSPEC_ASM_STORE=0 restores tl.store (measurement)."""
-        bits = val.to(tl.int32, bitcast=True)
-        tl.inline_asm_elementwise(
-            "{ .reg .pred p; setp.ne.u32 p, $3, 0; @p st.global.b32 [$1], $2; mov.u32 $0, 0; }",
-            "=r,l,r,r", [ptr, bits, mask.to(tl.int32)], dtype=tl.int32, is_pure=False, pack=1)
+        """tl.store of 32-bit values by inline PTX: the tile kernel's per-row results (a
+        reduction's layout: each value replicated on the lanes of its row; the replicas
+        store the same word) need no conversion to the store's coalesced layout (three in
+        its common candidate path, six barriers). Run 19 (H200): sample B = 256, V = 262144
+        163 -> 160 us, verify 772 -> 756 us; no change at small B. SONICSPEC_ASM_STORE=0
+        restores tl.store (measurement)."""
+        _ptx_masked(ptr, val.to(tl.int32, bitcast=True), mask, _PTX_ST_B32, "=r,l,r,r")
 
 
 if INTERPRET or os.environ.get("SONICSPEC_ASM_SCATTER", "1") != "1":
@@ -127,31 +142,17 @@ else:
 
     @triton.jit
     def _scatter64(ptr, val, mask):
-        """tl.store of int64 values to irregular addresses by inline PTX, elementwise in the
-        values' own layout. The finish's compaction stores its survivors this way: tl.store
-        picks a layout of one element a thread for the scattered pointers, and the
-        compiler then converted the flags, the pairs and the mask to it through shared
-        memory and ran the 2048-slot scan twice, once in each layout (TTGIR, run 26).
+        """tl.store of int64 values by inline PTX. The finish's compaction stores its
+        survivors this way: with tl.store the compiler converted the flags, the pairs and
+        the mask to a scattered layout and ran the 2048-slot scan twice, once in each layout
+        (TTGIR, run 26; run 27: sample V = 128256, B = 1 23 -> 21 us).
         SONICSPEC_ASM_SCATTER=0 restores tl.store (measurement)."""
-        tl.inline_asm_elementwise(
-            "{ .reg .pred p; setp.ne.u32 p, $3, 0; @p st.global.b64 [$1], $2; mov.u32 $0, 0; }",
-            "=r,l,l,r", [ptr, val, mask.to(tl.int32)], dtype=tl.int32, is_pure=False, pack=1)
+        _ptx_masked(ptr, val, mask, _PTX_ST_B64, "=r,l,l,r")
 
 
 # Measurement (not yet on a GPU): SONICSPEC_ASM_PATCH=1 writes the patch's values and bits by
-# inline PTX in the ids' own layout (tl.store and tl.atomic_or convert the ids, values and
-# masks to a scattered layout through shared memory: TTGIR).
+# inline PTX in the ids' own layout (`_store_rows`, and `_ptx_masked` with _PTX_RED_OR_B32).
 ASM_PATCH = tl.constexpr(not INTERPRET and os.environ.get("SONICSPEC_ASM_PATCH", "0") == "1")
-
-
-@triton.jit
-def _red_or32(ptr, val, mask):
-    """Relaxed atomic OR of int32 words without a result (`red`), elementwise by inline PTX
-    (GPU only: `ASM_PATCH`)."""
-    tl.inline_asm_elementwise(
-        "{ .reg .pred p; setp.ne.u32 p, $3, 0; @p red.relaxed.gpu.global.or.b32 [$1], $2; "
-        "mov.u32 $0, 0; }",
-        "=r,l,r,r", [ptr, val, mask.to(tl.int32)], dtype=tl.int32, is_pure=False, pack=1)
 
 
 if INTERPRET:  # the interpreter's vector atomics do not hand out distinct slots
@@ -301,7 +302,8 @@ def _write_patch(logits_ptr, n, row_stride, ids, ok, seen, cnt, bv, rep, freq, p
     y = y - pres * (c > 0).to(tl.float32)
     if ASM_PATCH:
         _store_rows(pbase + ids, y + bv, ok)
-        _red_or32(bits_row + ids // 32, (1 << (ids % 32)).to(tl.int32), ok)
+        _ptx_masked(bits_row + ids // 32, (1 << (ids % 32)).to(tl.int32), ok, _PTX_RED_OR_B32,
+                    "=r,l,r,r")
     else:
         tl.store(pbase + ids, y + bv, mask=ok)
         # relaxed: only later kernels read the bits (Triton's default, acq_rel, fences each)
@@ -881,10 +883,12 @@ def _stamp(ptr, i, dep, STAMP: tl.constexpr):
 # level counts in one reduction, the histogram only when no level leaves at most CMAX;
 # SONICSPEC_LEVEL_RAISE=0 (measurement) takes the histogram alone.
 LEVEL_RAISE = tl.constexpr(os.environ.get("SONICSPEC_LEVEL_RAISE", "1") != "0")
-# (count limit, the five fractions) as `_raise_by_levels` picks them, for host-side
-# simulations: the first entry whose limit the count does not exceed
+# (count limit, the five fractions): `_raise_by_levels` takes the first entry whose limit the
+# row's count does not exceed (bench/threshold_sim.py --levels simulates the same)
 LEVEL_FRACTIONS = ((160, (0.015, 0.035, 0.06, 0.09, 0.13)), (256, (0.06, 0.1, 0.15, 0.2, 0.26)),
                    (1 << 30, (0.16, 0.23, 0.3, 0.4, 0.55)))
+_LIM_FEW, _LIM_SOME = (tl.constexpr(limit) for limit, _ in LEVEL_FRACTIONS[:2])
+_F_FEW, _F_SOME, _F_MANY = (tl.constexpr(fracs) for _, fracs in LEVEL_FRACTIONS)
 
 
 @triton.jit
@@ -901,6 +905,13 @@ def _take_level(lim, n_c, cnt, cut, cap: tl.constexpr):
 
 
 @triton.jit
+def _level_fraction(n_c, i: tl.constexpr):
+    """Fraction i of the set `LEVEL_FRACTIONS` picks for a row of n_c candidates."""
+    return tl.where(n_c <= _LIM_FEW, _F_FEW[i],
+                    tl.where(n_c <= _LIM_SOME, _F_SOME[i], _F_MANY[i]))
+
+
+@triton.jit
 def _raise_by_levels(cv, valid, lim, m0, n_c, CMAX: tl.constexpr):
     """A raised bound for the n_c > CMAX valid slots and the count above it: the counts
     above five bounds lim + (M - lim) * f in one reduction (12-bit fields), and the lowest
@@ -910,13 +921,11 @@ def _raise_by_levels(cv, valid, lim, m0, n_c, CMAX: tl.constexpr):
     (`bench/threshold_sim.py --levels`). Any bound above lim keeps the list exact (every
     token above it is a candidate)."""
     span = tl.where(lim > float("-inf"), m0 - lim, 0.0)
-    few = n_c <= 160
-    some = n_c <= 256
-    c1 = lim + span * tl.where(few, 0.015, tl.where(some, 0.06, 0.16))
-    c2 = lim + span * tl.where(few, 0.035, tl.where(some, 0.1, 0.23))
-    c3 = lim + span * tl.where(few, 0.06, tl.where(some, 0.15, 0.3))
-    c4 = lim + span * tl.where(few, 0.09, tl.where(some, 0.2, 0.4))
-    c5 = lim + span * tl.where(few, 0.13, tl.where(some, 0.26, 0.55))  # (LEVEL_FRACTIONS)
+    c1 = lim + span * _level_fraction(n_c, 0)
+    c2 = lim + span * _level_fraction(n_c, 1)
+    c3 = lim + span * _level_fraction(n_c, 2)
+    c4 = lim + span * _level_fraction(n_c, 3)
+    c5 = lim + span * _level_fraction(n_c, 4)
     w = ((cv > c1).to(tl.int64) | ((cv > c2).to(tl.int64) << 12)
          | ((cv > c3).to(tl.int64) << 24) | ((cv > c4).to(tl.int64) << 36)
          | ((cv > c5).to(tl.int64) << 48))
