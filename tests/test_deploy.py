@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import random
 import socket
 
 import httpx
@@ -32,9 +33,19 @@ SCHEMA = {
 
 
 def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A free port below Linux's ephemeral range (32768+) and above Ray's worker ports
+    (10002-19999), so that none of the processes Ray starts can take it before Serve's
+    proxy binds it (CI saw that race with a port the kernel had handed out)."""
+    rng = random.Random()
+    for _ in range(200):
+        port = rng.randrange(20000, 32000)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError("no free port in 20000-32000")
 
 
 @pytest.fixture(scope="module")
@@ -46,10 +57,18 @@ def server():
     from deploy.app import build_app
     from deploy.config import AppArgs
 
-    port = _free_port()
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     try:
-        serve.start(http_options={"host": "127.0.0.1", "port": port})
+        for attempt in range(3):
+            port = _free_port()
+            try:
+                serve.start(http_options={"host": "127.0.0.1", "port": port})
+                break
+            except ray.exceptions.RayError:
+                # The port was taken between the probe and the proxy's bind: try another.
+                serve.shutdown()
+                if attempt == 2:
+                    raise
         args = AppArgs(target=MODEL, draft="quant:int8", dtype="float32", max_slots=8,
                        max_seq_len=MAX_SEQ_LEN, max_k_max=4, k_max=3,
                        sampler_backend="torch", torch_threads=1)
