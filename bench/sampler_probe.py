@@ -158,7 +158,7 @@ def finish_stamps() -> None:
     tri.FINISH_STAMP; a stage that waits on a vector adds one reduction to the reading),
     medians over rows and 20 eager calls, for `sample` and `verify` (K = 4, argmax drafts)
     batches of one filtered kind at B = 1 and 64; and how many rows had more than CMAX
-    candidates above the tiles' bound (the raise by the histogram)."""
+    candidates above the tiles' bound (those whose bound the finish raises)."""
     kinds = {"min-p": SamplingParams(min_p=0.05), "top-k": SamplingParams(top_k=50),
              "top-k+p": SamplingParams(top_k=40, top_p=0.95)}
     g = torch.Generator(device="cuda").manual_seed(2)

@@ -113,41 +113,36 @@ def _ptx_masked(ptr, val, mask, PTX: tl.constexpr, CONSTRAINTS: tl.constexpr):
                               is_pure=False, pack=1)
 
 
-if INTERPRET or os.environ.get("SONICSPEC_ASM_STORE", "1") != "1":
+# Inline-PTX stores (the defaults; the interpreter always takes tl.store). "0" restores
+# tl.store (measurement; a CI test compiles each variant).
+ASM_STORE = tl.constexpr(not INTERPRET and os.environ.get("SONICSPEC_ASM_STORE", "1") == "1")
+ASM_SCATTER = tl.constexpr(not INTERPRET
+                           and os.environ.get("SONICSPEC_ASM_SCATTER", "1") == "1")
 
-    @triton.jit
-    def _store_rows(ptr, val, mask):
-        tl.store(ptr, val, mask=mask)
 
-else:
-
-    @triton.jit
-    def _store_rows(ptr, val, mask):
-        """tl.store of 32-bit values by inline PTX: the tile kernel's per-row results (a
-        reduction's layout: each value replicated on the lanes of its row; the replicas
-        store the same word) need no conversion to the store's coalesced layout (three in
-        its common candidate path, six barriers). Run 19 (H200): sample B = 256, V = 262144
-        163 -> 160 us, verify 772 -> 756 us; no change at small B. SONICSPEC_ASM_STORE=0
-        restores tl.store (measurement)."""
+@triton.jit
+def _store_rows(ptr, val, mask):
+    """tl.store of 32-bit values, by inline PTX under ASM_STORE: the tile kernel's per-row
+    results (a reduction's layout: each value replicated on the lanes of its row; the
+    replicas store the same word) need no conversion to the store's coalesced layout (three
+    in its common candidate path, six barriers). Run 19 (H200): sample B = 256, V = 262144
+    163 -> 160 us, verify 772 -> 756 us; no change at small B."""
+    if ASM_STORE:
         _ptx_masked(ptr, val.to(tl.int32, bitcast=True), mask, _PTX_ST_B32, "=r,l,r,r")
-
-
-if INTERPRET or os.environ.get("SONICSPEC_ASM_SCATTER", "1") != "1":
-
-    @triton.jit
-    def _scatter64(ptr, val, mask):
+    else:
         tl.store(ptr, val, mask=mask)
 
-else:
 
-    @triton.jit
-    def _scatter64(ptr, val, mask):
-        """tl.store of int64 values by inline PTX. The finish's compaction stores its
-        survivors this way: with tl.store the compiler converted the flags, the pairs and
-        the mask to a scattered layout and ran the 2048-slot scan twice, once in each layout
-        (TTGIR, run 26; run 27: sample V = 128256, B = 1 23 -> 21 us).
-        SONICSPEC_ASM_SCATTER=0 restores tl.store (measurement)."""
+@triton.jit
+def _scatter64(ptr, val, mask):
+    """tl.store of int64 values, by inline PTX under ASM_SCATTER. The finish's compaction
+    stores its survivors this way: with tl.store the compiler converted the flags, the pairs
+    and the mask to a scattered layout and ran the 2048-slot scan twice, once in each layout
+    (TTGIR, run 26; run 27: sample V = 128256, B = 1 23 -> 21 us)."""
+    if ASM_SCATTER:
         _ptx_masked(ptr, val, mask, _PTX_ST_B64, "=r,l,l,r")
+    else:
+        tl.store(ptr, val, mask=mask)
 
 
 # Measurement (not yet on a GPU): SONICSPEC_ASM_PATCH=1 writes the patch's values and bits by

@@ -289,13 +289,17 @@ def _diff(a, b) -> list:
     return [] if bool((a == b).all()) else [f"torch {a.tolist()} != triton {b.tolist()}"]
 
 
+def _interpreter_env(**extra: str) -> dict[str, str]:
+    """This file's environment for a subprocess that runs the kernels in the interpreter."""
+    return {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(ROOT),
+            "CUDA_VISIBLE_DEVICES": "", **extra}
+
+
 @pytest.fixture(scope="module")
 def interpreted() -> dict[str, dict[str, list]]:
-    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(ROOT),
-           "CUDA_VISIBLE_DEVICES": ""}
     procs = {name: subprocess.Popen([sys.executable, __file__, name], cwd=ROOT,
-                                    env={**env, **KNOBS_OFF}
-                                    if name.endswith("-knobs-off") else env,
+                                    env=_interpreter_env(
+                                        **(KNOBS_OFF if name.endswith("-knobs-off") else {})),
                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
              for name in GROUPS}
     out = {}
@@ -319,10 +323,9 @@ def test_threshold_sample_in_3d_matches_torch() -> None:
     """Property: the measurement variant SONICSPEC_THR_3D=1 (the threshold sample held as
     [groups, runs, 32], the grammar words as [groups, runs, 1]) sets the same thresholds as
     torch on the same sample, grammar rows and two parts a row included (interpreter)."""
-    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(ROOT),
-           "CUDA_VISIBLE_DEVICES": "", "SONICSPEC_THR_3D": "1"}
-    proc = subprocess.run([sys.executable, __file__, "thresholds"], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=600)
+    proc = subprocess.run([sys.executable, __file__, "thresholds"], cwd=ROOT,
+                          env=_interpreter_env(SONICSPEC_THR_3D="1"), capture_output=True,
+                          text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert json.loads(proc.stdout.strip().splitlines()[-1]) == []
 
