@@ -50,7 +50,8 @@ def type_of(value: object) -> str:
     return "fp32"
 
 
-Call = tuple[str, object, dict, dict, dict]  # (name, kernel, signature, constexprs, attrs)
+Call = tuple[str, object, dict, dict, dict, dict]  # (name, kernel, signature, constexprs,
+#                                                    attrs, the launch's compile options)
 
 
 def record(vocab: int, verify: bool, dtype: torch.dtype) -> list[Call]:
@@ -85,7 +86,8 @@ def record(vocab: int, verify: bool, dtype: torch.dtype) -> list[Call]:
                 for name in names[len(args):]:
                     sig[name] = "constexpr"
                     consts[(names.index(name),)] = kwargs.get(name, params[name].default)
-                calls.append((self.kernel.fn.__name__, self.kernel, sig, consts, attrs))
+                options = {k: v for k, v in kwargs.items() if k not in names}  # the launch's
+                calls.append((self.kernel.fn.__name__, self.kernel, sig, consts, attrs, options))
             return launch
 
     saved = {name: getattr(tk, name) for name in KERNELS}
@@ -134,11 +136,11 @@ def main() -> None:
     ap.add_argument("--sass", action="store_true", help="print the SASS too")
     args = ap.parse_args()
     dtype = torch.bfloat16 if args.bf16 else torch.float32
-    for name, kernel, sig, consts, attrs in record(args.vocab, args.verify, dtype):
+    for name, kernel, sig, consts, attrs, options in record(args.vocab, args.verify, dtype):
         if args.kernel not in ("all", name):
             continue
         ck = triton.compile(ASTSource(kernel, sig, consts, attrs), target=GPUTarget("cuda", 90, 32),
-                            options=tri.kernel_options(name))
+                            options=options)
         sass = _sass(ck.asm["cubin"])
         ops = [m.group(1) for m in re.finditer(OP, sass)]
         counts = collections.Counter()

@@ -54,6 +54,12 @@ PRE_WARPS = int(os.environ.get("SONICSPEC_PRE_WARPS", "4"))
 # 0 = no cap.
 TILE_MAXNREG = int(os.environ.get("SONICSPEC_TILE_MAXNREG", "56"))
 FINISH_MAXNREG = int(os.environ.get("SONICSPEC_FINISH_MAXNREG", "0"))  # measurement
+# A register cap for verify's finish kernel alone: 80 (128 uncapped, with a 120-byte stack
+# either way) lets three programs of 8 warps share an SM instead of two, where verify's
+# B (K + 1) rows outnumber two a SM (run 29's sweep: B = 256, V = 128256 428 -> 419 us).
+# sample's finish stays uncapped: its rows fit at two a SM up to B = 264, and the cap's
+# spills lengthen every row (B = 64, V = 32000: 27 -> 29 us). 0 = no cap.
+VERIFY_FINISH_MAXNREG = int(os.environ.get("SONICSPEC_VERIFY_FINISH_MAXNREG", "80"))
 CMAX = 128  # candidates per row kept for the exact filters
 CMAX2 = 512  # tokens per row the second chance collects
 # Measurement (bench/sampler_probe.py stamps): the finish kernel records SM clock readings at
@@ -73,8 +79,8 @@ OPTS: dict[str, bool] = ({} if INTERPRET
 PDL = not INTERPRET and os.environ.get("SONICSPEC_PDL", "1") == "1"
 
 
-def kernel_options(kernel: str) -> dict[str, Any]:
-    """Compile options of a kernel's launches (also for the sm_90 compile test)."""
+def kernel_options(kernel: str, verify: bool = False) -> dict[str, Any]:
+    """Compile options of a kernel's launches (for `verify`'s where they differ)."""
     opts: dict[str, Any] = dict(OPTS)
     if PDL:
         opts["launch_pdl"] = True
@@ -82,8 +88,9 @@ def kernel_options(kernel: str) -> dict[str, Any]:
                          "_pre_kernel": PRE_WARPS}.get(kernel, 4)
     if kernel == "_tile_kernel" and TILE_MAXNREG and not INTERPRET:
         opts["maxnreg"] = TILE_MAXNREG
-    if kernel == "_finish_kernel" and FINISH_MAXNREG and not INTERPRET:
-        opts["maxnreg"] = FINISH_MAXNREG
+    cap = VERIFY_FINISH_MAXNREG if verify else FINISH_MAXNREG
+    if kernel == "_finish_kernel" and cap and not INTERPRET:
+        opts["maxnreg"] = cap
     return opts
 
 
@@ -232,7 +239,7 @@ def _run(logits: torch.Tensor, drafts: torch.Tensor, batch: SamplingBatch,
                             tokr, path, T_PAD=t_pad, C=c, CMAX=CMAX, CMAX2=CMAX2, BLOCK_V=bv,
                             HAS_FILTER=has_filter, VERIFY=verifying, Q_MODE=q_mode,
                             BLOCK_Q=BLOCK_Q, HAS_ND=has_nd, **common,
-                            **kernel_options("_finish_kernel"),
+                            **kernel_options("_finish_kernel", verifying),
                             **({"STAMP": True} if FINISH_STAMP else {}))
     stamps = sv2[:, CMAX2 - tk.STAMP_SLOTS.value:] if FINISH_STAMP and has_filter else None
     if not verifying:

@@ -382,12 +382,6 @@ def _pre_kernel(logits_ptr, row_stride, hist_ids_ptr, hist_cnt_ptr, hist_cap, bi
                       HAS_GRAMMAR, GB, G_RUNS, STRIDE, RANK)
 
 
-# Measurement (not yet on a GPU): SONICSPEC_THR_3D=1 holds the threshold sample as
-# [groups, runs, 32] with the grammar words as [groups, runs, 1], so that the logits need
-# no conversion to the words' layout (bench/NOTES-sampler.md, end of runs 24-27).
-THR_3D = tl.constexpr(os.environ.get("SONICSPEC_THR_3D", "0") == "1")
-
-
 @triton.jit
 def _thr_part(logits_ptr, row_stride, V, K1, n, q, parts, temp_ptr, gmask_ptr, g_sb, g_sj,
               hasg_ptr, topk_ptr, topp_ptr, minp_ptr, gmax_ptr, tick_ptr, thr_ptr,
@@ -409,37 +403,26 @@ def _thr_part(logits_ptr, row_stride, V, K1, n, q, parts, temp_ptr, gmask_ptr, g
     if _filtered(temp_raw, tl.load(topk_ptr + b), tl.load(topp_ptr + b),
                  tl.load(minp_ptr + b)):
         gpp = 64 // parts
-        c = tl.arange(0, G_RUNS * 32)
         has_g = 0
         if HAS_GRAMMAR:
             has_g = tl.load(hasg_ptr + b).to(tl.int32)
         for g0 in range(q * gpp, (q + 1) * gpp, GB):
             g = g0 + tl.arange(0, GB)
-            if THR_3D:
-                word3 = (g[:, None, None] * G_RUNS + tl.arange(0, G_RUNS)[None, :, None]) * STRIDE
-                lane3 = tl.arange(0, 32)[None, None, :]
-                offs3 = word3 * 32 + lane3
-                x3 = tl.load(logits_ptr + n.to(tl.int64) * row_stride + offs3, mask=offs3 < V,
-                             other=float("-inf")).to(tl.float32)
-                if HAS_GRAMMAR:  # noqa: SIM102 - a constexpr branch around a runtime one
-                    if has_g != 0:
-                        gw3 = tl.load(gmask_ptr + b.to(tl.int64) * g_sb + j * g_sj + word3,
-                                      mask=word3 * 32 < V, other=0)
-                        x3 = tl.where(((gw3 >> lane3) & 1) != 0, x3, float("-inf"))
-                gmx = tl.max(tl.max(x3, 2), 1)
-            else:
-                run = g[:, None] * G_RUNS + c[None, :] // 32
-                word = run * STRIDE
-                offs = word * 32 + c[None, :] % 32
-                ok = offs < V
-                x = tl.load(logits_ptr + n.to(tl.int64) * row_stride + offs, mask=ok,
-                            other=float("-inf")).to(tl.float32)
-                if HAS_GRAMMAR:  # noqa: SIM102 - a constexpr branch around a runtime one
-                    if has_g != 0:
-                        gw = tl.load(gmask_ptr + b.to(tl.int64) * g_sb + j * g_sj + word,
-                                     mask=ok, other=0)
-                        x = tl.where(((gw >> (offs % 32)) & 1) != 0, x, float("-inf"))
-                gmx = tl.max(x, 1)
+            # the sample as [groups, runs, 32] and the grammar words as [groups, runs, 1]:
+            # the logits need no conversion to the words' layout (run 28: verify B = 256,
+            # V = 128256 434 -> 428 us; as [groups, runs * 32] the words' load, equal along
+            # each run, was laid out along the groups and every step's sample converted)
+            word = (g[:, None, None] * G_RUNS + tl.arange(0, G_RUNS)[None, :, None]) * STRIDE
+            lane = tl.arange(0, 32)[None, None, :]
+            offs = word * 32 + lane
+            x = tl.load(logits_ptr + n.to(tl.int64) * row_stride + offs, mask=offs < V,
+                        other=float("-inf")).to(tl.float32)
+            if HAS_GRAMMAR:  # noqa: SIM102 - a constexpr branch around a runtime one
+                if has_g != 0:
+                    gw = tl.load(gmask_ptr + b.to(tl.int64) * g_sb + j * g_sj + word,
+                                 mask=word * 32 < V, other=0)
+                    x = tl.where(((gw >> lane) & 1) != 0, x, float("-inf"))
+            gmx = tl.max(tl.max(x, 2), 1)
             tl.store(gmax_ptr + n.to(tl.int64) * 64 + g, gmx)
         tl.debug_barrier()  # every group max stored before the ticket (release) is taken
         ticket = parts - 1

@@ -58,7 +58,8 @@ def record_and_compile() -> list[str]:
                         sig[name] = "constexpr"
                         consts[(names.index(name),)] = default
                 key = (self.kernel.fn.__name__, tuple(sig.items()), tuple(sorted(consts.items())))
-                calls[key] = (self.kernel, sig, consts)
+                options = {k: v for k, v in kwargs.items() if k not in names}  # the launch's
+                calls[key] = (self.kernel, sig, consts, options)
             return launch
 
     kernels = ("_pre_kernel", "_tile_kernel", "_finish_kernel", "_combine_kernel")
@@ -90,9 +91,8 @@ def record_and_compile() -> list[str]:
             setattr(tk, name, kernel)
     target = GPUTarget("cuda", 90, 32)
     done = []
-    for (name, _, _), (kernel, sig, consts) in calls.items():
-        triton.compile(ASTSource(kernel, sig, consts), target=target,
-                       options=tri.kernel_options(name))
+    for (name, _, _), (kernel, sig, consts, options) in calls.items():
+        triton.compile(ASTSource(kernel, sig, consts), target=target, options=options)
         done.append(name)
     return done
 
@@ -115,7 +115,6 @@ def test_every_launch_compiles_for_sm90(tmp_path: Path) -> None:
     ("SONICSPEC_ASM_STORE", "0", "_tile_kernel"),  # tl.store row stores
     ("SONICSPEC_ASM_SCATTER", "0", "_finish_kernel"),  # tl.store of the compaction
     ("SONICSPEC_LEVEL_RAISE", "0", "_finish_kernel"),  # the histogram raise alone
-    ("SONICSPEC_THR_3D", "1", "_pre_kernel"),  # the threshold sample as [groups, runs, 32]
     ("SONICSPEC_ASM_PATCH", "1", "_pre_kernel"),  # the patch's stores and bits by inline PTX
     ("SONICSPEC_PICK_FUSED", "0", "_finish_kernel"),  # the draw by positions
 ])
