@@ -95,15 +95,13 @@ else:
         return tl.where(e != e, q0, tl.fma(e, rcp, q0))
 
 
-# Predicated elementwise memory ops by inline PTX ($1 the address, $2 the value, $3 the mask):
-# in the values' own layout, where tl.store / tl.atomic_* would first convert pointers, values
-# and masks to a scattered layout through shared memory (TTGIR).
+# Predicated elementwise stores by inline PTX ($1 the address, $2 the value, $3 the mask): in
+# the values' own layout, where tl.store would first convert pointers, values and masks to a
+# scattered layout through shared memory (TTGIR).
 _PTX_ST_B32 = tl.constexpr("{ .reg .pred p; setp.ne.u32 p, $3, 0; @p st.global.b32 [$1], $2; "
                            "mov.u32 $0, 0; }")
 _PTX_ST_B64 = tl.constexpr("{ .reg .pred p; setp.ne.u32 p, $3, 0; @p st.global.b64 [$1], $2; "
                            "mov.u32 $0, 0; }")
-_PTX_RED_OR_B32 = tl.constexpr("{ .reg .pred p; setp.ne.u32 p, $3, 0; "
-                               "@p red.relaxed.gpu.global.or.b32 [$1], $2; mov.u32 $0, 0; }")
 
 
 @triton.jit
@@ -143,11 +141,6 @@ def _scatter64(ptr, val, mask):
         _ptx_masked(ptr, val, mask, _PTX_ST_B64, "=r,l,l,r")
     else:
         tl.store(ptr, val, mask=mask)
-
-
-# Measurement (not yet on a GPU): SONICSPEC_ASM_PATCH=1 writes the patch's values and bits by
-# inline PTX in the ids' own layout (`_store_rows`, and `_ptx_masked` with _PTX_RED_OR_B32).
-ASM_PATCH = tl.constexpr(not INTERPRET and os.environ.get("SONICSPEC_ASM_PATCH", "0") == "1")
 
 
 if INTERPRET:  # the interpreter's vector atomics do not hand out distinct slots
@@ -295,15 +288,12 @@ def _write_patch(logits_ptr, n, row_stride, ids, ok, seen, cnt, bv, rep, freq, p
     y = tl.where(seen, tl.where(x > 0, _div(x, rep), x * rep), x)
     y = y - freq * c
     y = y - pres * (c > 0).to(tl.float32)
-    if ASM_PATCH:
-        _store_rows(pbase + ids, y + bv, ok)
-        _ptx_masked(bits_row + ids // 32, (1 << (ids % 32)).to(tl.int32), ok, _PTX_RED_OR_B32,
-                    "=r,l,r,r")
-    else:
-        tl.store(pbase + ids, y + bv, mask=ok)
-        # relaxed: only later kernels read the bits (Triton's default, acq_rel, fences each)
-        tl.atomic_or(bits_row + ids // 32, (1 << (ids % 32)).to(tl.int32), mask=ok,
-                     sem="relaxed")
+    # (by inline PTX in the ids' layout, these two dropped 5 layout conversions and 10
+    # barriers from the pre kernel, and no time: run 28's sweep)
+    tl.store(pbase + ids, y + bv, mask=ok)
+    # relaxed: only later kernels read the bits (Triton's default, acq_rel, fences each)
+    tl.atomic_or(bits_row + ids // 32, (1 << (ids % 32)).to(tl.int32), mask=ok,
+                 sem="relaxed")
 
 
 @triton.jit
@@ -515,6 +505,12 @@ def _patch_row(logits_ptr, row_stride, hist_ids_ptr, hist_cnt_ptr, hist_cap, bia
                      bits_row)
 
 
+# Measurement (not yet on a GPU): SONICSPEC_PATCH_DENSE=1 loads a penalty row's whole tile of
+# patch values with its bits, in flight with the logits (8 KB more a program in those rows),
+# instead of the hit entries after the bits have come back (a second dependent round trip).
+PATCH_DENSE = tl.constexpr(os.environ.get("SONICSPEC_PATCH_DENSE", "0") == "1")
+
+
 @triton.jit
 def _tile_kernel(logits_ptr, row_stride, V, K1, temp_ptr,
                  gmask_ptr, g_sb, g_sj, hasg_ptr, bits_ptr, pval_ptr, W,
@@ -548,15 +544,19 @@ def _tile_kernel(logits_ptr, row_stride, V, K1, temp_ptr,
     j = n % K1
     # Every per-row setting and the row's threshold first, all in flight with the tile
     # (loads after the stats' stores would each wait a round trip at the program's end).
-    temp_raw = tl.load(temp_ptr + b)
+    # (PATCH_DENSE: volatile, or LLVM sinks them past the patch's branch: issued only after
+    # the patch values have come back)
+    temp_raw = tl.load(temp_ptr + b, volatile=PATCH_DENSE)
     temp = tl.where(temp_raw == 0, 1.0, temp_raw)
-    has_g = tl.load(hasg_ptr + b).to(tl.int32)
+    has_g = tl.load(hasg_ptr + b, volatile=PATCH_DENSE).to(tl.int32)
     filt = False
     thr = 0.0
     if HAS_CAND:
-        filt = _filtered(temp_raw, tl.load(topk_ptr + b), tl.load(topp_ptr + b),
-                         tl.load(minp_ptr + b))
-        thr = tl.load(thr_ptr + n)  # the row's threshold (`_thr_part`; unset if not filt)
+        filt = _filtered(temp_raw, tl.load(topk_ptr + b, volatile=PATCH_DENSE),
+                         tl.load(topp_ptr + b, volatile=PATCH_DENSE),
+                         tl.load(minp_ptr + b, volatile=PATCH_DENSE))
+        # the row's threshold (`_thr_part`; unset if not filt)
+        thr = tl.load(thr_ptr + n, volatile=PATCH_DENSE)
     pen = False
     if HAS_PATCH:
         pen = ((tl.load(rep_ptr + b) != 1.0) | (tl.load(freq_ptr + b) != 0.0)
@@ -569,10 +569,17 @@ def _tile_kernel(logits_ptr, row_stride, V, K1, temp_ptr,
     offs = word[:, None] * 32 + lane[None, :]
     x = tl.load(logits_ptr + n.to(tl.int64) * row_stride + offs, mask=offs < V,
                 other=float("-inf")).to(tl.float32)
-    if HAS_PATCH:  # noqa: SIM102 - a constexpr branch around a runtime one
+    if HAS_PATCH:
         # only rows with a penalty or a bias read the bits (elsewhere the patch, if any, is
         # an earlier draft's unchanged logit)
-        if pen:
+        if PATCH_DENSE:  # noqa: SIM102 - a constexpr branch around a runtime one
+            if pen:  # the tile's values with its bits: no round trip after the bits (a
+                # branch, not masks on pen: ptxas would wait for the settings before the
+                # logits' loads to compute the masks)
+                pw = tl.load(bits_ptr + n.to(tl.int64) * W + word, mask=word < W, other=0)
+                pv = tl.load(pval_ptr + n.to(tl.int64) * V + offs, mask=offs < V, other=0.0)
+                x = tl.where(((pw[:, None] >> lane[None, :]) & 1) != 0, pv, x)
+        elif pen:
             pw = tl.load(bits_ptr + n.to(tl.int64) * W + word, mask=word < W, other=0)
             hit = ((pw[:, None] >> lane[None, :]) & 1) != 0  # (bits past V are never set)
             x = tl.where(hit, tl.load(pval_ptr + n.to(tl.int64) * V + offs, mask=hit,

@@ -115,7 +115,6 @@ def test_every_launch_compiles_for_sm90(tmp_path: Path) -> None:
     ("SONICSPEC_ASM_STORE", "0", "_tile_kernel"),  # tl.store row stores
     ("SONICSPEC_ASM_SCATTER", "0", "_finish_kernel"),  # tl.store of the compaction
     ("SONICSPEC_LEVEL_RAISE", "0", "_finish_kernel"),  # the histogram raise alone
-    ("SONICSPEC_ASM_PATCH", "1", "_pre_kernel"),  # the patch's stores and bits by inline PTX
     ("SONICSPEC_PICK_FUSED", "0", "_finish_kernel"),  # the draw by positions
 ])
 def test_measurement_variants_compile_for_sm90(tmp_path: Path, knob: str, value: str,
