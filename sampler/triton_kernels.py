@@ -505,9 +505,13 @@ def _patch_row(logits_ptr, row_stride, hist_ids_ptr, hist_cnt_ptr, hist_cap, bia
                      bits_row)
 
 
-# Measurement (not yet on a GPU): SONICSPEC_PATCH_DENSE=1 loads a penalty row's whole tile of
-# patch values with its bits, in flight with the logits (8 KB more a program in those rows),
-# instead of the hit entries after the bits have come back (a second dependent round trip).
+# Measurement: SONICSPEC_PATCH_DENSE=1 loads a penalty row's whole tile of patch values with
+# its bits, in flight with the logits (8 KB more a program in those rows), instead of the hit
+# entries after the bits have come back (a second dependent round trip). Run 33 (H200): the
+# extra bytes cost more than the round trip at B >= 64 (same-run sweep: sample B = 64,
+# V = 262144 54 -> 64 us; verify B = 256 +2-8 us); at B = 1-16, where nothing is bandwidth
+# bound, its benchmark beat run 32's by 1-2 us (V = 32000, B = 1 sample 20.9 -> 18.9 us; not
+# the same run). A choice by the grid's size at run time is the use left for it.
 PATCH_DENSE = tl.constexpr(os.environ.get("SONICSPEC_PATCH_DENSE", "0") == "1")
 
 
