@@ -54,9 +54,9 @@ PRE_WARPS = int(os.environ.get("SONICSPEC_PRE_WARPS", "4"))
 # 0 = no cap.
 TILE_MAXNREG = int(os.environ.get("SONICSPEC_TILE_MAXNREG", "56"))
 FINISH_MAXNREG = int(os.environ.get("SONICSPEC_FINISH_MAXNREG", "0"))  # measurement
-# A register cap for verify's finish kernel alone: 80 (128 uncapped, with a 120-byte stack
-# either way) lets three programs of 8 warps share an SM instead of two, where verify's
-# B (K + 1) rows outnumber two a SM (run 29's sweep: B = 256, V = 128256 428 -> 419 us).
+# A register cap for verify's finish kernel alone: 80 (128 uncapped; its stack goes from 120
+# to 96 bytes) lets three programs of 8 warps share an SM instead of two, where verify's
+# B (K + 1) rows outnumber two a SM (runs 29-30: B = 256, V = 128256 428 -> 419 us).
 # sample's finish stays uncapped: its rows fit at two a SM up to B = 264, and the cap's
 # spills lengthen every row (B = 64, V = 32000: 27 -> 29 us). 0 = no cap.
 VERIFY_FINISH_MAXNREG = int(os.environ.get("SONICSPEC_VERIFY_FINISH_MAXNREG", "80"))
@@ -332,7 +332,8 @@ def _pre(logits: torch.Tensor, drafts: torch.Tensor, num_draft: torch.Tensor | N
     tk._pre_kernel[(n, (1 if has_patch else 0) + (parts if has_thr else 0))](
         logits, logits.stride(1), hist_ids, hist_counts, hist_ids.shape[1], bias_ids,
         bias_values, bias_ids.shape[1], drafts, drafts if num_draft is None else num_draft, k,
-        k1, head.repetition_penalty, head.frequency_penalty, head.presence_penalty, bits, pval,
+        k1, head.repetition_penalty, head.frequency_penalty, head.presence_penalty,
+        head.bias_len, bits, pval,
         vocab, (vocab + 31) // 32, head.temperature, gmask, g_sb, g_sj, head.has_grammar,
         head.top_k, head.top_p, head.min_p, gmax, bits if tick is None else tick,
         pval if thr is None else thr, parts,
