@@ -332,8 +332,7 @@ def _pre(logits: torch.Tensor, drafts: torch.Tensor, num_draft: torch.Tensor | N
     tk._pre_kernel[(n, (1 if has_patch else 0) + (parts if has_thr else 0))](
         logits, logits.stride(1), hist_ids, hist_counts, hist_ids.shape[1], bias_ids,
         bias_values, bias_ids.shape[1], drafts, drafts if num_draft is None else num_draft, k,
-        k1, head.repetition_penalty, head.frequency_penalty, head.presence_penalty,
-        head.bias_len, bits, pval,
+        k1, head.repetition_penalty, head.frequency_penalty, head.presence_penalty, bits, pval,
         vocab, (vocab + 31) // 32, head.temperature, gmask, g_sb, g_sj, head.has_grammar,
         head.top_k, head.top_p, head.min_p, gmax, bits if tick is None else tick,
         pval if thr is None else thr, parts,

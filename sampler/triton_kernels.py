@@ -334,17 +334,10 @@ def _in_list(ids, list_ptr, b, cap, BLOCK_C: tl.constexpr):
     return found > 0
 
 
-# Measurement (not yet on a GPU): SONICSPEC_PATCH_SKIP=1 runs `_patch_row` only in rows with
-# a penalty or a bias (the batch-level flags send every row of a batch that has any through
-# it: 3 of the benchmark's 5 row kinds write 512 unchanged logits each); the bits are zeroed
-# in every row either way.
-PATCH_SKIP = tl.constexpr(os.environ.get("SONICSPEC_PATCH_SKIP", "0") == "1")
-
-
 @triton.jit(do_not_specialize=["parts"])  # (batch-dependent: no recompilation at 1 or 16)
 def _pre_kernel(logits_ptr, row_stride, hist_ids_ptr, hist_cnt_ptr, hist_cap, bias_ids_ptr,
                 bias_val_ptr, bias_cap, draft_ptr, ndraft_ptr, K, K1, rep_ptr, freq_ptr,
-                pres_ptr, blen_ptr, bits_ptr, pval_ptr, V, W,
+                pres_ptr, bits_ptr, pval_ptr, V, W,
                 temp_ptr, gmask_ptr, g_sb, g_sj, hasg_ptr, topk_ptr, topp_ptr, minp_ptr,
                 gmax_ptr, tick_ptr, thr_ptr, parts,
                 HAS_HIST: tl.constexpr, HAS_BIAS: tl.constexpr, HAS_EXTRA: tl.constexpr,
@@ -366,18 +359,11 @@ def _pre_kernel(logits_ptr, row_stride, hist_ids_ptr, hist_cnt_ptr, hist_cap, bi
             for w0 in range(0, W, 1024):
                 tl.store(bits_ptr + n.to(tl.int64) * W + w0 + zb, 0, mask=w0 + zb < W)
             tl.debug_barrier()
-            b = n // K1
-            go = True
-            if PATCH_SKIP:  # only rows with a penalty or a bias: the others' patch would
-                # hold their unchanged logits (the zeroed bits say the same)
-                go = ((tl.load(rep_ptr + b) != 1.0) | (tl.load(freq_ptr + b) != 0.0)
-                      | (tl.load(pres_ptr + b) != 0.0) | (tl.load(blen_ptr + b) > 0))
-            if go:
-                _patch_row(logits_ptr, row_stride, hist_ids_ptr, hist_cnt_ptr, hist_cap,
-                           bias_ids_ptr, bias_val_ptr, bias_cap, draft_ptr, ndraft_ptr, K,
-                           K1, rep_ptr, freq_ptr, pres_ptr, bits_ptr, pval_ptr, V, W, n,
-                           HAS_HIST, HAS_BIAS, HAS_EXTRA, HAS_ND, BLOCK_H, BLOCK_B, BLOCK_K,
-                           HIST_CHUNK, BIAS_CHUNK)
+            _patch_row(logits_ptr, row_stride, hist_ids_ptr, hist_cnt_ptr, hist_cap,
+                       bias_ids_ptr, bias_val_ptr, bias_cap, draft_ptr, ndraft_ptr, K, K1,
+                       rep_ptr, freq_ptr, pres_ptr, bits_ptr, pval_ptr, V, W, n,
+                       HAS_HIST, HAS_BIAS, HAS_EXTRA, HAS_ND, BLOCK_H, BLOCK_B, BLOCK_K,
+                       HIST_CHUNK, BIAS_CHUNK)
         q = q - 1
     if HAS_THR:  # noqa: SIM102 - a constexpr branch around a runtime one
         if q >= 0:

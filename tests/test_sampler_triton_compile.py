@@ -117,7 +117,6 @@ def test_every_launch_compiles_for_sm90(tmp_path: Path) -> None:
     ("SONICSPEC_LEVEL_RAISE", "0", "_finish_kernel"),  # the histogram raise alone
     ("SONICSPEC_PICK_FUSED", "0", "_finish_kernel"),  # the draw by positions
     ("SONICSPEC_PATCH_DENSE", "1", "_tile_kernel"),  # the patch values loaded with the bits
-    ("SONICSPEC_PATCH_SKIP", "1", "_pre_kernel"),  # the patch only in penalised rows
 ])
 def test_measurement_variants_compile_for_sm90(tmp_path: Path, knob: str, value: str,
                                                kernel: str) -> None:
