@@ -205,6 +205,16 @@ def _max_add2(a0, a1, a2, b0, b1, b2):
 
 
 @triton.jit
+def _rows_above(x, thr, row):
+    """The tokens of a [rows, 32] tile above thr, and per row: whether it holds one, its bit
+    in an int64 row mask (64 rows of 32 at most) and its count."""
+    sel = x > thr
+    crow = tl.sum(sel.to(tl.int32), 1)
+    over = crow > 0
+    return sel, over, tl.where(over, tl.full(crow.shape, 1, tl.int64) << row.to(tl.int64), 0), crow
+
+
+@triton.jit
 def _mix32(x):
     """lowbias32 on uint32 (wrapping multiplies), as sampler.rng.mix32."""
     x = x ^ (x >> 16)
@@ -517,16 +527,6 @@ def _patch_row(logits_ptr, row_stride, hist_ids_ptr, hist_cnt_ptr, hist_cap, bia
 FUSE_CAND = tl.constexpr(os.environ.get("SONICSPEC_FUSE_CAND", "0") == "1")
 
 
-# Measurement: SONICSPEC_PATCH_DENSE=1 loads a penalty row's whole tile of patch values with
-# its bits, in flight with the logits (8 KB more a program in those rows), instead of the hit
-# entries after the bits have come back (a second dependent round trip). Run 33 (H200): the
-# extra bytes cost more than the round trip at B >= 64 (same-run sweep: sample B = 64,
-# V = 262144 54 -> 64 us; verify B = 256 +2-8 us); at B = 1-16, where nothing is bandwidth
-# bound, its benchmark beat run 32's by 1-2 us (V = 32000, B = 1 sample 20.9 -> 18.9 us; not
-# the same run). A choice by the grid's size at run time is the use left for it.
-PATCH_DENSE = tl.constexpr(os.environ.get("SONICSPEC_PATCH_DENSE", "0") == "1")
-
-
 @triton.jit
 def _tile_kernel(logits_ptr, row_stride, V, K1, temp_ptr,
                  gmask_ptr, g_sb, g_sj, hasg_ptr, bits_ptr, pval_ptr, W,
@@ -560,19 +560,15 @@ def _tile_kernel(logits_ptr, row_stride, V, K1, temp_ptr,
     j = n % K1
     # Every per-row setting and the row's threshold first, all in flight with the tile
     # (loads after the stats' stores would each wait a round trip at the program's end).
-    # (PATCH_DENSE: volatile, or LLVM sinks them past the patch's branch: issued only after
-    # the patch values have come back)
-    temp_raw = tl.load(temp_ptr + b, volatile=PATCH_DENSE)
+    temp_raw = tl.load(temp_ptr + b)
     temp = tl.where(temp_raw == 0, 1.0, temp_raw)
-    has_g = tl.load(hasg_ptr + b, volatile=PATCH_DENSE).to(tl.int32)
+    has_g = tl.load(hasg_ptr + b).to(tl.int32)
     filt = False
     thr = 0.0
     if HAS_CAND:
-        filt = _filtered(temp_raw, tl.load(topk_ptr + b, volatile=PATCH_DENSE),
-                         tl.load(topp_ptr + b, volatile=PATCH_DENSE),
-                         tl.load(minp_ptr + b, volatile=PATCH_DENSE))
-        # the row's threshold (`_thr_part`; unset if not filt)
-        thr = tl.load(thr_ptr + n, volatile=PATCH_DENSE)
+        filt = _filtered(temp_raw, tl.load(topk_ptr + b), tl.load(topp_ptr + b),
+                         tl.load(minp_ptr + b))
+        thr = tl.load(thr_ptr + n)  # the row's threshold (`_thr_part`; unset if not filt)
     pen = False
     if HAS_PATCH:
         pen = ((tl.load(rep_ptr + b) != 1.0) | (tl.load(freq_ptr + b) != 0.0)
@@ -585,17 +581,11 @@ def _tile_kernel(logits_ptr, row_stride, V, K1, temp_ptr,
     offs = word[:, None] * 32 + lane[None, :]
     x = tl.load(logits_ptr + n.to(tl.int64) * row_stride + offs, mask=offs < V,
                 other=float("-inf")).to(tl.float32)
-    if HAS_PATCH:
+    if HAS_PATCH:  # noqa: SIM102 - a constexpr branch around a runtime one
         # only rows with a penalty or a bias read the bits (elsewhere the patch, if any, is
-        # an earlier draft's unchanged logit)
-        if PATCH_DENSE:  # noqa: SIM102 - a constexpr branch around a runtime one
-            if pen:  # the tile's values with its bits: no round trip after the bits (a
-                # branch, not masks on pen: ptxas would wait for the settings before the
-                # logits' loads to compute the masks)
-                pw = tl.load(bits_ptr + n.to(tl.int64) * W + word, mask=word < W, other=0)
-                pv = tl.load(pval_ptr + n.to(tl.int64) * V + offs, mask=offs < V, other=0.0)
-                x = tl.where(((pw[:, None] >> lane[None, :]) & 1) != 0, pv, x)
-        elif pen:
+        # an earlier draft's unchanged logit; loading the whole tile of values with the bits,
+        # without the round trip after them, was slower at B >= 64: run 33)
+        if pen:
             pw = tl.load(bits_ptr + n.to(tl.int64) * W + word, mask=word < W, other=0)
             hit = ((pw[:, None] >> lane[None, :]) & 1) != 0  # (bits past V are never set)
             x = tl.where(hit, tl.load(pval_ptr + n.to(tl.int64) * V + offs, mask=hit,
@@ -619,10 +609,7 @@ def _tile_kernel(logits_ptr, row_stride, V, K1, temp_ptr,
     if HAS_CAND and FUSE_CAND:
         # the candidates' row mask and count ride the max's reduction over the rows (one
         # cross-warp round instead of two in filtered rows; zeros in the others)
-        sel = x > tl.where(filt, thr, float("inf"))  # (thr is unset unless filt)
-        crow = tl.sum(sel.to(tl.int32), 1)
-        over = crow > 0  # the rows holding a token above thr
-        rbit = tl.where(over, tl.full([NW], 1, tl.int64) << row.to(tl.int64), 0)
+        sel, over, rbit, crow = _rows_above(x, tl.where(filt, thr, float("inf")), row)
         pk, rmask, n_sel = tl.reduce((pk_row, rbit, crow), 0, _max_add2)
     else:
         pk = tl.max(pk_row, 0)
@@ -654,14 +641,10 @@ def _tile_kernel(logits_ptr, row_stride, V, K1, temp_ptr,
                 # (rare: two in one row) take the next ones from an atomic counter. The
                 # counts of tokens and of rows above thr: one reduction, packed.
                 if not FUSE_CAND:
-                    sel = x > thr
-                    crow = tl.sum(sel.to(tl.int32), 1)
-                    over = crow > 0  # the rows holding a token above thr
-                    # one reduction over the rows: the mask of rows above thr (one bit a
-                    # row: BLOCK_V = 64 rows of 32 at most) and the count of tokens above
-                    # it; a row's slot is the number of rows above thr before it (a
-                    # popcount: no scan)
-                    rbit = tl.where(over, tl.full([NW], 1, tl.int64) << row.to(tl.int64), 0)
+                    # one reduction over the rows: the mask of rows above thr and the count
+                    # of tokens above it; a row's slot is the number of rows above thr
+                    # before it (a popcount: no scan)
+                    sel, over, rbit, crow = _rows_above(x, thr, row)
                     rmask, n_sel = tl.reduce((rbit, crow), 0, _add2)
                 n_top = _popc64(rmask)
                 if PROBE != 1:  # PROBE 1, measurement only: no candidate stores
@@ -934,20 +917,16 @@ def _raise_by_levels(cv, valid, lim, m0, n_c, CMAX: tl.constexpr):
     (`bench/threshold_sim.py --levels`). Any bound above lim keeps the list exact (every
     token above it is a candidate)."""
     span = tl.where(lim > float("-inf"), m0 - lim, 0.0)
-    c1 = lim + span * _level_fraction(n_c, 0)
-    c2 = lim + span * _level_fraction(n_c, 1)
-    c3 = lim + span * _level_fraction(n_c, 2)
-    c4 = lim + span * _level_fraction(n_c, 3)
-    c5 = lim + span * _level_fraction(n_c, 4)
-    w = ((cv > c1).to(tl.int64) | ((cv > c2).to(tl.int64) << 12)
-         | ((cv > c3).to(tl.int64) << 24) | ((cv > c4).to(tl.int64) << 36)
-         | ((cv > c5).to(tl.int64) << 48))
+    w = tl.zeros_like(cv).to(tl.int64)
+    for i in tl.static_range(5):
+        w |= (cv > lim + span * _level_fraction(n_c, i)).to(tl.int64) << (12 * i)
     s = tl.sum(tl.where(valid, w, 0), 0)
-    lim2, n_2 = _take_level(lim, n_c, _field(s, 4), c5, CMAX)
-    lim2, n_2 = _take_level(lim2, n_2, _field(s, 3), c4, CMAX)
-    lim2, n_2 = _take_level(lim2, n_2, _field(s, 2), c3, CMAX)
-    lim2, n_2 = _take_level(lim2, n_2, _field(s, 1), c2, CMAX)
-    return _take_level(lim2, n_2, _field(s, 0), c1, CMAX)
+    lim2 = lim
+    n_2 = n_c
+    for i in tl.static_range(4, -1, -1):  # the highest level first: the lowest that fits wins
+        lim2, n_2 = _take_level(lim2, n_2, _field(s, i), lim + span * _level_fraction(n_c, i),
+                                CMAX)
+    return lim2, n_2
 
 
 @triton.jit
