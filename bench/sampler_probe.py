@@ -60,7 +60,7 @@ def tile_variants(rows: int, vocab: int, bw: float) -> None:
                 head.frequency_penalty, head.presence_penalty, head.bias_len, thr, *out,
                 T_PAD=t_pad, C=c, BLOCK_V=bv,
                 HAS_GRAMMAR=gram, HAS_PATCH=patch, HAS_CAND=cand, PROBE=probe,
-                **tri.kernel_options("_tile_kernel"))
+                **tri.kernel_options("_tile_kernel", block=bv))
         kern = launch()
         us = timed(launch, "cuda", 30)
         print(f"tile B={rows} V={vocab} {name:>14}: {us:8.1f} us = {us / floor:5.1f}x floor "
@@ -199,7 +199,7 @@ def main() -> None:
     dst = torch.empty_like(src)
     bw = 2 * src.numel() / (timed(lambda: dst.copy_(src), "cuda", 10) * 1e-6)
     print(f"copy {bw / 1e9:.0f} GB/s, C={tri.slots(16)}/{tri.slots(128)} "
-          f"BLOCK_V={tri.block_v(32000)} warps={tri.TILE_WARPS}")
+          f"BLOCK_V={tri.block_v(32000)} warps={tri.tile_warps(tri.block_v(32000))}")
     parts = sys.argv[1].split(",") if len(sys.argv) > 1 else ["tile", "path", "slow"]
     if "kinds" in parts:
         finish_kinds()

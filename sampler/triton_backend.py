@@ -45,7 +45,7 @@ from sampler.sampling import log_probs, top_logprobs
 from sampler.torch_backend import DraftProbs, _expand_positions
 
 C_OVERRIDE = os.environ.get("SONICSPEC_C")  # measurement: candidate slots per tile
-TILE_WARPS = int(os.environ.get("SONICSPEC_TILE_WARPS", "4"))
+TILE_WARPS = os.environ.get("SONICSPEC_TILE_WARPS")  # measurement (default: BLOCK_V / 512)
 FINISH_WARPS = int(os.environ.get("SONICSPEC_FINISH_WARPS", "8"))
 PRE_WARPS = int(os.environ.get("SONICSPEC_PRE_WARPS", "4"))
 # A register cap for the tile kernel: 56 (72 uncapped; no spills at 56 since run 15's code),
@@ -79,12 +79,13 @@ OPTS: dict[str, bool] = ({} if INTERPRET
 PDL = not INTERPRET and os.environ.get("SONICSPEC_PDL", "1") == "1"
 
 
-def kernel_options(kernel: str, verify: bool = False) -> dict[str, Any]:
-    """Compile options of a kernel's launches (for `verify`'s where they differ)."""
+def kernel_options(kernel: str, verify: bool = False, block: int = 2048) -> dict[str, Any]:
+    """Compile options of a kernel's launches (for `verify`'s where they differ; the tile
+    kernel's for vocabulary tiles of `block`)."""
     opts: dict[str, Any] = dict(OPTS)
     if PDL:
         opts["launch_pdl"] = True
-    opts["num_warps"] = {"_tile_kernel": TILE_WARPS, "_finish_kernel": FINISH_WARPS,
+    opts["num_warps"] = {"_tile_kernel": tile_warps(block), "_finish_kernel": FINISH_WARPS,
                          "_pre_kernel": PRE_WARPS}.get(kernel, 4)
     if kernel == "_tile_kernel" and TILE_MAXNREG and not INTERPRET:
         opts["maxnreg"] = TILE_MAXNREG
@@ -95,13 +96,27 @@ def kernel_options(kernel: str, verify: bool = False) -> dict[str, Any]:
 
 
 def block_v(vocab: int) -> int:
-    """Vocabulary tile: 2048 on GPU; small under the interpreter so tests cross tiles."""
+    """Vocabulary tile: on GPU 1024 up to V = 131072 (at most 128 tiles a row, C = 16 slots
+    each), 2048 beyond; small under the interpreter so tests cross tiles.
+
+    Run 37 (H200, sample / verify us against 2048): at V = 128256 B = 256 94 -> 91 / 418 ->
+    403, B = 64 39 -> 38 / 121 -> 117; V = 32000 B = 256 46 -> 45 / 176 -> 170; B = 1-16
+    within 1 us. At V = 262144, 256 tiles a row need C = 16 (C = 8 overflows: the rows'
+    second chance, ~1 ms) and then the row stage merges 4096 slots: B = 1 22 -> 23 / 33 ->
+    37, so 2048 stays there."""
     env = os.environ.get("SONICSPEC_BLOCK_V")
     if env:
         return int(env)
     if INTERPRET:
         return 256 if vocab > 256 else 64
-    return 2048
+    return 1024 if vocab <= 131072 else 2048
+
+
+def tile_warps(block: int) -> int:
+    """The tile kernel's warps: 16 tokens a thread (4 warps for tiles of 2048, 2 for 1024).
+    Run 37: tiles of 1024 on 4 warps (8 tokens a thread) gain at B <= 16 (V = 32000 sample
+    B = 1 21 -> 17 us) and lose at B >= 64 (V = 128256 verify B = 256 403 -> 489)."""
+    return int(TILE_WARPS) if TILE_WARPS else max(1, block // 512)
 
 
 def slots(tiles: int) -> int:
@@ -222,7 +237,7 @@ def _run(logits: torch.Tensor, drafts: torch.Tensor, batch: SamplingBatch,
     tk._tile_kernel[(n, tiles)](*proc_args, *filt, *pen, thr, tmax, tsum, targ, tcnt, tbnd,
                                 cval, cid, T_PAD=t_pad, C=c, BLOCK_V=bv,
                                 HAS_CAND=has_filter, **common,
-                                **kernel_options("_tile_kernel"))
+                                **kernel_options("_tile_kernel", block=bv))
     q_mode, q, qid, q_len = _draft_probs(draft_probs, drafts, dev)
     i32: dict[str, Any] = dict(dtype=torch.int32, device=dev)
     path = torch.empty(n, **i32)

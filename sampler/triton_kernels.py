@@ -200,11 +200,6 @@ def _add2(a0, a1, b0, b1):
 
 
 @triton.jit
-def _max_add2(a0, a1, a2, b0, b1, b2):
-    return tl.maximum(a0, b0), a1 + b1, a2 + b2
-
-
-@triton.jit
 def _rows_above(x, thr, row):
     """The tokens of a [rows, 32] tile above thr, and per row: whether it holds one, its bit
     in an int64 row mask (64 rows of 32 at most) and its count."""
@@ -520,13 +515,6 @@ def _patch_row(logits_ptr, row_stride, hist_ids_ptr, hist_cnt_ptr, hist_cap, bia
                      bits_row)
 
 
-# Measurement (not yet on a GPU): SONICSPEC_FUSE_CAND=1 takes the candidates' row mask and
-# count (filtered rows) in the same reduction over the tile's rows as its max key: one
-# cross-warp round (shared memory and barriers) fewer a program, for a compare and a warp
-# sum a token in every filtered row's tiles (now also those without a token above thr).
-FUSE_CAND = tl.constexpr(os.environ.get("SONICSPEC_FUSE_CAND", "0") == "1")
-
-
 @triton.jit
 def _tile_kernel(logits_ptr, row_stride, V, K1, temp_ptr,
                  gmask_ptr, g_sb, g_sj, hasg_ptr, bits_ptr, pval_ptr, W,
@@ -606,13 +594,10 @@ def _tile_kernel(logits_ptr, row_stride, V, K1, temp_ptr,
     rlane = tl.min(tl.where(x == rmax[:, None], lane[None, :], 32), 1)
     rid = word * 32 + rlane
     pk_row = (_key(rmax).to(tl.int64) << 32) | (2147483647 - rid).to(tl.int64)
-    if HAS_CAND and FUSE_CAND:
-        # the candidates' row mask and count ride the max's reduction over the rows (one
-        # cross-warp round instead of two in filtered rows; zeros in the others)
-        sel, over, rbit, crow = _rows_above(x, tl.where(filt, thr, float("inf")), row)
-        pk, rmask, n_sel = tl.reduce((pk_row, rbit, crow), 0, _max_add2)
-    else:
-        pk = tl.max(pk_row, 0)
+    # (the candidates' row mask and count in this reduction, one cross-warp round fewer
+    # but a compare and a warp sum a token in every filtered row's tiles: 6-12% slower at
+    # B >= 64, run 35)
+    pk = tl.max(pk_row, 0)
     m = _unkey((pk >> 32).to(tl.int32))
     arg = 2147483647 - (pk & 0xFFFFFFFF).to(tl.int32)
     m0 = tl.where(m > float("-inf"), m, 0.0)
@@ -640,12 +625,11 @@ def _tile_kernel(logits_ptr, row_stride, V, K1, temp_ptr,
                 # count over the rows (no per-token work); a row's other tokens above thr
                 # (rare: two in one row) take the next ones from an atomic counter. The
                 # counts of tokens and of rows above thr: one reduction, packed.
-                if not FUSE_CAND:
-                    # one reduction over the rows: the mask of rows above thr and the count
-                    # of tokens above it; a row's slot is the number of rows above thr
-                    # before it (a popcount: no scan)
-                    sel, over, rbit, crow = _rows_above(x, thr, row)
-                    rmask, n_sel = tl.reduce((rbit, crow), 0, _add2)
+                # one reduction over the rows: the mask of rows above thr and the count of
+                # tokens above it; a row's slot is the number of rows above thr before it
+                # (a popcount: no scan)
+                sel, over, rbit, crow = _rows_above(x, thr, row)
+                rmask, n_sel = tl.reduce((rbit, crow), 0, _add2)
                 n_top = _popc64(rmask)
                 if PROBE != 1:  # PROBE 1, measurement only: no candidate stores
                     below = (tl.full([NW], 1, tl.int64) << row.to(tl.int64)) - 1

@@ -116,7 +116,6 @@ def test_every_launch_compiles_for_sm90(tmp_path: Path) -> None:
     ("SONICSPEC_ASM_SCATTER", "0", "_finish_kernel"),  # tl.store of the compaction
     ("SONICSPEC_LEVEL_RAISE", "0", "_finish_kernel"),  # the histogram raise alone
     ("SONICSPEC_PICK_FUSED", "0", "_finish_kernel"),  # the draw by positions
-    ("SONICSPEC_FUSE_CAND", "1", "_tile_kernel"),  # candidates in the max's reduction
 ])
 def test_measurement_variants_compile_for_sm90(tmp_path: Path, knob: str, value: str,
                                                kernel: str) -> None:
