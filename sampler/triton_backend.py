@@ -121,11 +121,12 @@ def tile_warps(block: int) -> int:
 
 def slots(tiles: int) -> int:
     """Candidate slots per tile, C: 64 for rows of up to 16 tiles, 32 up to 64, 16 beyond.
-    Some 150-300 tokens of a row lie above its threshold (`sample_plan`), ~10 a tile at
-    V = 32000 but twice that where a grammar allows half the vocabulary (the tokens above
-    crowd into the allowed tiles): C is ~4x the even share so that a tile overflows (and
-    its row takes the slow path) with probability < 1e-6. The row stage merges T * C slots
-    (at most 2048). SONICSPEC_C overrides (measurement)."""
+    Some 150-300 tokens of a row lie above its threshold (`sample_plan`), ~5-10 a tile at
+    V = 32000 (32 tiles of 1024) but twice that where a grammar allows half the vocabulary
+    (the tokens above crowd into the allowed tiles): C is ~4x the even share so that a tile
+    overflows (and its row takes the slow path) with probability < 1e-6. The row stage
+    merges T * C slots: 2048 up to 128 tiles (V = 262144 in tiles of 2048), 4096 beyond
+    (C = 8 there overflows: run 37). SONICSPEC_C overrides (measurement)."""
     if C_OVERRIDE:
         return int(C_OVERRIDE)
     return 64 if tiles <= 16 else 32 if tiles <= 64 else 16
