@@ -116,11 +116,13 @@ def test_every_launch_compiles_for_sm90(tmp_path: Path) -> None:
     ("SONICSPEC_ASM_SCATTER", "0", "_finish_kernel"),  # tl.store of the compaction
     ("SONICSPEC_LEVEL_RAISE", "0", "_finish_kernel"),  # the histogram raise alone
     ("SONICSPEC_PICK_FUSED", "0", "_finish_kernel"),  # the draw by positions
+    ("SONICSPEC_X_EVICT", "", "_tile_kernel"),  # the logits' default cache policy
+    ("SONICSPEC_BLOCK_V", "2048", "_tile_kernel"),  # the tiles (4 warps) of V > 131072
 ])
 def test_measurement_variants_compile_for_sm90(tmp_path: Path, knob: str, value: str,
                                                kernel: str) -> None:
-    """The kernels' measurement variants (not the defaults, which the test above compiles)
-    compile for sm_90."""
+    """The kernels' measurement variants, and the tiles of 2048 that vocabularies above
+    131072 use (the test above compiles the defaults at V = 1000), compile for sm_90."""
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     env.update(PYTHONPATH=str(ROOT), TRITON_CACHE_DIR=str(tmp_path), **{knob: value})
     proc = subprocess.run([sys.executable, "bench/kernel_isa.py", "--kernel", kernel,
