@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import contextlib
 import inspect
 import os
 import re
@@ -54,8 +55,30 @@ Call = tuple[str, object, dict, dict, dict, dict]  # (name, kernel, signature, c
 #                                                    attrs, the launch's compile options)
 
 
-def record(vocab: int, verify: bool, dtype: torch.dtype) -> list[Call]:
-    calls = []
+class Launch:
+    """One recorded launch of a sampler kernel: its JIT function, positional arguments,
+    keyword constexprs and the launch's compile options (num_warps, maxnreg, ...)."""
+
+    def __init__(self, kernel: object, args: tuple, kwargs: dict) -> None:
+        self.kernel = kernel
+        self.name = kernel.fn.__name__
+        self.params = inspect.signature(kernel.fn).parameters
+        self.names = list(self.params)
+        self.args = args
+        self.kwargs = {k: v for k, v in kwargs.items() if k in self.params}
+        self.options = {k: v for k, v in kwargs.items() if k not in self.params}
+
+    def constexprs(self) -> dict[str, object]:
+        """Every parameter past the positional arguments: given, else its default."""
+        return {name: self.kwargs.get(name, self.params[name].default)
+                for name in self.names[len(self.args):]}
+
+
+@contextlib.contextmanager
+def recording():
+    """Within the block the sampler's kernels record their launches (a list of Launch,
+    yielded) instead of running."""
+    launches: list[Launch] = []
 
     class Recorder:
         def __init__(self, kernel: object) -> None:
@@ -63,45 +86,50 @@ def record(vocab: int, verify: bool, dtype: torch.dtype) -> list[Call]:
 
         def __getitem__(self, grid: object):
             def launch(*args: object, **kwargs: object) -> None:
-                params = inspect.signature(self.kernel.fn).parameters
-                names = list(params)
-                sig, consts, attrs = {}, {}, {}
-                free = set(getattr(self.kernel, "do_not_specialize", []))
-                for i, (name, value) in enumerate(zip(names, args)):
-                    # the JIT's specialisation: ints equal to 1 become constants (unless the
-                    # kernel says not to specialise them); ints and (GPU, 256-byte aligned)
-                    # pointers divisible by 16 carry that hint
-                    if name in free or i in free:
-                        sig[name] = type_of(value)
-                        continue
-                    if isinstance(value, int) and not isinstance(value, bool) and value == 1:
-                        sig[name] = "constexpr"
-                        consts[(i,)] = 1
-                        continue
-                    sig[name] = type_of(value)
-                    if isinstance(value, torch.Tensor) or (
-                            isinstance(value, int) and not isinstance(value, bool)
-                            and value % 16 == 0):
-                        attrs[(i,)] = [["tt.divisibility", 16]]
-                for name in names[len(args):]:
-                    sig[name] = "constexpr"
-                    consts[(names.index(name),)] = kwargs.get(name, params[name].default)
-                options = {k: v for k, v in kwargs.items() if k not in names}  # the launch's
-                calls.append((self.kernel.fn.__name__, self.kernel, sig, consts, attrs, options))
+                launches.append(Launch(self.kernel, args, kwargs))
             return launch
 
     saved = {name: getattr(tk, name) for name in KERNELS}
     for name in KERNELS:
         setattr(tk, name, Recorder(saved[name]))
     try:
+        yield launches
+    finally:
+        for name, kernel in saved.items():
+            setattr(tk, name, kernel)
+
+
+def signature(call: Launch) -> tuple[dict, dict, dict]:
+    """(signature, constexprs, attrs) of a launch as the JIT specialises it: ints equal to 1
+    become constants (unless the kernel says not to specialise them); ints and (GPU, 256-byte
+    aligned) pointers divisible by 16 carry that hint."""
+    sig, consts, attrs = {}, {}, {}
+    free = set(getattr(call.kernel, "do_not_specialize", []))
+    for i, (name, value) in enumerate(zip(call.names, call.args)):
+        if name in free or i in free:
+            sig[name] = type_of(value)
+            continue
+        if isinstance(value, int) and not isinstance(value, bool) and value == 1:
+            sig[name] = "constexpr"
+            consts[(i,)] = 1
+            continue
+        sig[name] = type_of(value)
+        if isinstance(value, torch.Tensor) or (
+                isinstance(value, int) and not isinstance(value, bool) and value % 16 == 0):
+            attrs[(i,)] = [["tt.divisibility", 16]]
+    for name, value in call.constexprs().items():
+        sig[name] = "constexpr"
+        consts[(call.names.index(name),)] = value
+    return sig, consts, attrs
+
+
+def record(vocab: int, verify: bool, dtype: torch.dtype) -> list[Call]:
+    with recording() as launches:
         rows, k1 = 4, (5 if verify else 1)
         logits = torch.randn(rows, k1, vocab).to(dtype)
         drafts = logits[:, : k1 - 1].argmax(-1)
         tri._run(logits, drafts, make_batch(rows, vocab, k1, "cpu"), None, None)
-    finally:
-        for name, kernel in saved.items():
-            setattr(tk, name, kernel)
-    return calls
+    return [(c.name, c.kernel, *signature(c), c.options) for c in launches]
 
 
 def _cuobjdump(cubin: bytes, flag: str) -> str:

@@ -200,16 +200,6 @@ def _add2(a0, a1, b0, b1):
 
 
 @triton.jit
-def _rows_above(x, thr, row):
-    """The tokens of a [rows, 32] tile above thr, and per row: whether it holds one, its bit
-    in an int64 row mask (64 rows of 32 at most) and its count."""
-    sel = x > thr
-    crow = tl.sum(sel.to(tl.int32), 1)
-    over = crow > 0
-    return sel, over, tl.where(over, tl.full(crow.shape, 1, tl.int64) << row.to(tl.int64), 0), crow
-
-
-@triton.jit
 def _mix32(x):
     """lowbias32 on uint32 (wrapping multiplies), as sampler.rng.mix32."""
     x = x ^ (x >> 16)
@@ -600,11 +590,10 @@ def _tile_kernel(logits_ptr, row_stride, V, K1, temp_ptr,
     # reduction over the rows of (key of the max, -id) packed in an int64
     rlane = tl.min(tl.where(x == rmax[:, None], lane[None, :], 32), 1)
     rid = word * 32 + rlane
-    pk_row = (_key(rmax).to(tl.int64) << 32) | (2147483647 - rid).to(tl.int64)
-    # (the candidates' row mask and count in this reduction, one cross-warp round fewer
-    # but a compare and a warp sum a token in every filtered row's tiles: 6-12% slower at
-    # B >= 64, run 35)
-    pk = tl.max(pk_row, 0)
+    # (the candidates' row mask and count in this reduction: one cross-warp round fewer,
+    # but a compare and a warp sum a token in every filtered row's tiles, 6-12% slower at
+    # B >= 64 in run 35)
+    pk = tl.max((_key(rmax).to(tl.int64) << 32) | (2147483647 - rid).to(tl.int64), 0)
     m = _unkey((pk >> 32).to(tl.int32))
     arg = 2147483647 - (pk & 0xFFFFFFFF).to(tl.int32)
     m0 = tl.where(m > float("-inf"), m, 0.0)
@@ -632,10 +621,13 @@ def _tile_kernel(logits_ptr, row_stride, V, K1, temp_ptr,
                 # count over the rows (no per-token work); a row's other tokens above thr
                 # (rare: two in one row) take the next ones from an atomic counter. The
                 # counts of tokens and of rows above thr: one reduction, packed.
-                # one reduction over the rows: the mask of rows above thr and the count of
-                # tokens above it; a row's slot is the number of rows above thr before it
-                # (a popcount: no scan)
-                sel, over, rbit, crow = _rows_above(x, thr, row)
+                sel = x > thr
+                crow = tl.sum(sel.to(tl.int32), 1)
+                over = crow > 0  # the rows holding a token above thr
+                # one reduction over the rows: the mask of rows above thr (one bit a row:
+                # BLOCK_V = 64 rows of 32 at most) and the count of tokens above it; a row's
+                # slot is the number of rows above thr before it (a popcount: no scan)
+                rbit = tl.where(over, tl.full([NW], 1, tl.int64) << row.to(tl.int64), 0)
                 rmask, n_sel = tl.reduce((rbit, crow), 0, _add2)
                 n_top = _popc64(rmask)
                 if PROBE != 1:  # PROBE 1, measurement only: no candidate stores

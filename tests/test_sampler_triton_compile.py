@@ -23,50 +23,17 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def record_and_compile() -> list[str]:
-    import inspect
-
     import torch
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
-    from bench.kernel_isa import type_of
+    from bench.kernel_isa import recording, type_of
     from sampler import SamplingBatch, SamplingParams
     from sampler import triton_backend as tri
-    from sampler import triton_kernels as tk
     from tests.test_sampler_triton import make_batch
 
-    calls: dict[tuple, tuple] = {}
-
-    class Recorder:
-        def __init__(self, kernel) -> None:
-            self.kernel = kernel
-
-        def __getitem__(self, grid):
-            def launch(*args, **kwargs):
-                names = list(inspect.signature(self.kernel.fn).parameters)
-                sig, consts = {}, {}
-                for name, value in zip(names, args):
-                    sig[name] = type_of(value)
-                for name, value in kwargs.items():
-                    if name in names:
-                        sig[name] = "constexpr"
-                        consts[(names.index(name),)] = value
-                for name in names:
-                    if name not in sig:  # a constexpr left at its default
-                        default = inspect.signature(self.kernel.fn).parameters[name].default
-                        sig[name] = "constexpr"
-                        consts[(names.index(name),)] = default
-                key = (self.kernel.fn.__name__, tuple(sig.items()), tuple(sorted(consts.items())))
-                options = {k: v for k, v in kwargs.items() if k not in names}  # the launch's
-                calls[key] = (self.kernel, sig, consts, options)
-            return launch
-
-    kernels = ("_pre_kernel", "_tile_kernel", "_finish_kernel", "_combine_kernel")
-    saved = {name: getattr(tk, name) for name in kernels}
-    for name in kernels:
-        setattr(tk, name, Recorder(saved[name]))
-    try:
+    with recording() as launches:
         vocab, k = 1000, 3
         g = torch.Generator().manual_seed(0)
         greedy = SamplingBatch.from_requests([SamplingParams(temperature=0)] * 2, [[]] * 2,
@@ -86,9 +53,17 @@ def record_and_compile() -> list[str]:
             tri._run(logits, drafts, make_batch(vocab, k + 1, 2), None, None)
             tri._run(logits, drafts, make_batch(vocab, k + 1, 2), q, nd)
             tri._run(logits, drafts, make_batch(vocab, k + 1, 2), sparse, nd)
-    finally:
-        for name, kernel in saved.items():
-            setattr(tk, name, kernel)
+    # each distinct (kernel, argument types, constexprs) once, without the JIT's value
+    # specialisations
+    calls: dict[tuple, tuple] = {}
+    for c in launches:
+        sig = {name: type_of(value) for name, value in zip(c.names, c.args)}
+        consts = {}
+        for name, value in c.constexprs().items():
+            sig[name] = "constexpr"
+            consts[(c.names.index(name),)] = value
+        key = (c.name, tuple(sig.items()), tuple(sorted(consts.items())))
+        calls[key] = (c.kernel, sig, consts, c.options)
     target = GPUTarget("cuda", 90, 32)
     done = []
     for (name, _, _), (kernel, sig, consts, options) in calls.items():
