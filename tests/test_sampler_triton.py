@@ -289,17 +289,13 @@ def _diff(a, b) -> list:
     return [] if bool((a == b).all()) else [f"torch {a.tolist()} != triton {b.tolist()}"]
 
 
-def _interpreter_env(**extra: str) -> dict[str, str]:
-    """This file's environment for a subprocess that runs the kernels in the interpreter."""
-    return {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(ROOT),
-            "CUDA_VISIBLE_DEVICES": "", **extra}
-
-
 @pytest.fixture(scope="module")
 def interpreted() -> dict[str, dict[str, list]]:
+    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(ROOT),
+           "CUDA_VISIBLE_DEVICES": ""}
     procs = {name: subprocess.Popen([sys.executable, __file__, name], cwd=ROOT,
-                                    env=_interpreter_env(
-                                        **(KNOBS_OFF if name.endswith("-knobs-off") else {})),
+                                    env={**env, **KNOBS_OFF}
+                                    if name.endswith("-knobs-off") else env,
                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
              for name in GROUPS}
     out = {}
