@@ -53,11 +53,9 @@ def tile_variants(rows: int, vocab: int, bw: float) -> None:
             ("cand-only", True, False, False, 0), ("cand-nostore", True, False, False, 1),
             ("stats-only", False, False, False, 0)):
         def launch(cand=cand, patch=patch, gram=gram, probe=probe):
-            return tk._tile_kernel[(n, tiles)](
-                logits, logits.stride(0), vocab, 1, head.temperature, gm, gm.stride(0),
-                gm.stride(1), head.has_grammar, bits, pval, words,
-                head.top_k, head.top_p, head.min_p, head.repetition_penalty,
-                head.frequency_penalty, head.presence_penalty, head.bias_len, thr, *out,
+            return tk._tile_kernel[(n, 1, tiles)](
+                logits, logits.stride(0), vocab, 1, head.temperature, head.row_flags, gm,
+                gm.stride(0), gm.stride(1), bits, pval, words, thr, *out,
                 T_PAD=t_pad, C=c, BLOCK_V=bv,
                 HAS_GRAMMAR=gram, HAS_PATCH=patch, HAS_CAND=cand, PROBE=probe,
                 **tri.kernel_options("_tile_kernel", block=bv))

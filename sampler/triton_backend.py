@@ -14,9 +14,9 @@ requests:
      tile reads one bit per token;
    - for rows with top-k/top-p/min-p, the candidate threshold from a 1/16-1/8 sample of
      the row (the RANK-th largest of 64 group maxima), so that ~100-300 tokens lie above it.
-2. `_tile_kernel` (N, T): the one full read of the logits. Per tile: max, sum exp, argmax;
-   for filtered rows the tokens above the row's threshold (one compare a token), with the
-   tile's bound.
+2. `_tile_kernel` (B, K + 1, T): the one full read of the logits. Per tile: max, sum exp,
+   argmax; for filtered rows the tokens above the row's threshold (one compare a token), with
+   the tile's bound.
 3. `_finish_kernel` (N): everything after the read. Merges the tiles; greedy rows take the
    argmax; unfiltered rows draw a tile by mass and the token inside it (one tile re-read);
    filtered rows resolve top-k/top-p/min-p exactly from the candidates when the bounds
@@ -215,8 +215,7 @@ def _run(logits: torch.Tensor, drafts: torch.Tensor, batch: SamplingBatch,
     pval = _pre(logits, drafts, n_draft if has_nd else None, head, bits, has_patch, None,
                 thr if has_filter else None)
     common = dict(HAS_GRAMMAR=has_grammar, HAS_PATCH=has_patch)
-    proc_args = (logits, logits.stride(1), vocab, k1, head.temperature,
-                 gmask, g_sb, g_sj, head.has_grammar, bits, pval, words)
+    proc_args = (head.temperature, gmask, g_sb, g_sj, head.has_grammar, bits, pval, words)
     filt = (head.top_k, head.top_p, head.min_p)
     tmax = torch.empty(n, t_pad, **f32)
     tsum = torch.empty(n, t_pad, **f32)
@@ -233,12 +232,11 @@ def _run(logits: torch.Tensor, drafts: torch.Tensor, batch: SamplingBatch,
         tcnt = cid = targ
         tbnd = cval = tmax
         sv = sv2 = torch.empty(1, dtype=torch.int64, device=dev)
-    pen = (head.repetition_penalty, head.frequency_penalty, head.presence_penalty,
-           head.bias_len)
-    tk._tile_kernel[(n, tiles)](*proc_args, *filt, *pen, thr, tmax, tsum, targ, tcnt, tbnd,
-                                cval, cid, T_PAD=t_pad, C=c, BLOCK_V=bv,
-                                HAS_CAND=has_filter, **common,
-                                **kernel_options("_tile_kernel", block=bv))
+    tk._tile_kernel[(bsz, k1, tiles)](logits, logits.stride(1), vocab, k1, head.temperature,
+                                      head.row_flags, gmask, g_sb, g_sj, bits, pval, words,
+                                      thr, tmax, tsum, targ, tcnt, tbnd, cval, cid,
+                                      T_PAD=t_pad, C=c, BLOCK_V=bv, HAS_CAND=has_filter,
+                                      **common, **kernel_options("_tile_kernel", block=bv))
     q_mode, q, qid, q_len = _draft_probs(draft_probs, drafts, dev)
     i32: dict[str, Any] = dict(dtype=torch.int32, device=dev)
     path = torch.empty(n, **i32)
@@ -249,7 +247,7 @@ def _run(logits: torch.Tensor, drafts: torch.Tensor, batch: SamplingBatch,
     else:
         acc = toks = tokr = path
         out = torch.empty(bsz, dtype=torch.int64, device=dev)
-    tk._finish_kernel[(n,)](logits, logits.stride(1), vocab, k, k1, tiles, *proc_args[4:],
+    tk._finish_kernel[(n,)](logits, logits.stride(1), vocab, k, k1, tiles, *proc_args,
                             *filt, head.seed, head.position, drafts, n_draft, q, qid, q_len,
                             tmax, tsum, targ, tcnt, tbnd, cval, cid, sv, sv2, out, acc, toks,
                             tokr, path, T_PAD=t_pad, C=c, CMAX=CMAX, CMAX2=CMAX2, BLOCK_V=bv,

@@ -80,6 +80,10 @@ if INTERPRET:
     def _tdiv(x, rcp, t):
         return x / t
 
+    @triton.jit
+    def _mass_exp(x):
+        return tl.exp(x)
+
 else:
 
     @triton.jit
@@ -91,8 +95,18 @@ else:
         |x| in [2^-100, 2^100] or 0 (the residual neither underflows nor overflows: any
         logit). An infinite x keeps q0 (its residual is NaN)."""
         q0 = x * rcp
-        e = tl.fma(-q0, t, x)
-        return tl.where(e != e, q0, tl.fma(e, rcp, q0))
+        e = tl.fma(q0, -t, x)  # (the negation on the scalar t: no instruction a token)
+        return tl.where(e != e, x, tl.fma(e, rcp, q0))
+
+    @triton.jit
+    def _mass_exp(x):
+        """exp(x) for the tile masses: ex2.approx.ftz(x log2 e), one MUFU.EX2 after the
+        multiply. tl.exp's ex2.approx without ftz adds a compare and two predicated
+        multiplies a token for results below 2^-126 (which ftz flushes to 0: nothing that a
+        tile's sum of terms >= 1 could show); every other result is the same number."""
+        return tl.inline_asm_elementwise("ex2.approx.ftz.f32 $0, $1;", "=f,f",
+                                         [x * 1.4426950408889634], dtype=tl.float32,
+                                         is_pure=True, pack=1)
 
 
 # Predicated elementwise stores by inline PTX ($1 the address, $2 the value, $3 the mask): in
@@ -513,15 +527,15 @@ X_EVICT = tl.constexpr(os.environ.get("SONICSPEC_X_EVICT", "evict_first"))
 
 
 @triton.jit
-def _tile_kernel(logits_ptr, row_stride, V, K1, temp_ptr,
-                 gmask_ptr, g_sb, g_sj, hasg_ptr, bits_ptr, pval_ptr, W,
-                 topk_ptr, topp_ptr, minp_ptr, rep_ptr, freq_ptr, pres_ptr, blen_ptr,
-                 thr_ptr, tmax_ptr, tsum_ptr, targ_ptr, tcnt_ptr, tbnd_ptr, cval_ptr, cid_ptr,
+def _tile_kernel(logits_ptr, row_stride, V, K1, temp_ptr, flags_ptr,
+                 gmask_ptr, g_sb, g_sj, bits_ptr, pval_ptr, W, thr_ptr,
+                 tmax_ptr, tsum_ptr, targ_ptr, tcnt_ptr, tbnd_ptr, cval_ptr, cid_ptr,
                  T_PAD: tl.constexpr, C: tl.constexpr, BLOCK_V: tl.constexpr,
                  HAS_GRAMMAR: tl.constexpr, HAS_PATCH: tl.constexpr, HAS_CAND: tl.constexpr,
                  PROBE: tl.constexpr = 0):
-    """Stage 1, one program per (row n, tile t): reads the tile once and writes its max, sum
-    exp(x - max) and lowest id of the max; for rows with a filter, also candidates.
+    """Stage 1, one program per (row n = b (K + 1) + j, tile t): reads the tile once and
+    writes its max, sum exp(x - max) and lowest id of the max; for rows with a filter, also
+    candidates.
 
     The tile is held as [BLOCK_V / 32, 32]: a row of it is one word of the grammar and patch
     bit masks, loaded once and shifted per lane (no per-token gather). Every quantity is a
@@ -539,33 +553,38 @@ def _tile_kernel(logits_ptr, row_stride, V, K1, temp_ptr,
     program, and the row bound, the max over the tiles' bounds, needed ~8 rows a tile:
     bench/NOTES-sampler.md, runs 7-10.)"""
     _after_prior()
-    n = tl.program_id(0)
-    t = tl.program_id(1)
-    b = n // K1
-    j = n % K1
+    # grid (B, K + 1, T): the row's request and position without a division (B on the
+    # first axis, which takes more than 65535: the law tests draw 600000 rows at once)
+    b = tl.program_id(0)
+    j = tl.program_id(1)
+    t = tl.program_id(2)
+    n = b * K1 + j
     # Every per-row setting and the row's threshold first, all in flight with the tile
     # (loads after the stats' stores would each wait a round trip at the program's end).
     temp_raw = tl.load(temp_ptr + b)
     temp = tl.where(temp_raw == 0, 1.0, temp_raw)
-    has_g = tl.load(hasg_ptr + b).to(tl.int32)
+    flags = tl.load(flags_ptr + b)  # (SamplingBatch.row_flags: `_filtered`, pen, grammar)
+    has_g = flags & 4
     filt = False
     thr = 0.0
     if HAS_CAND:
-        filt = _filtered(temp_raw, tl.load(topk_ptr + b), tl.load(topp_ptr + b),
-                         tl.load(minp_ptr + b))
+        filt = (flags & 1) != 0
         thr = tl.load(thr_ptr + n)  # the row's threshold (`_thr_part`; unset if not filt)
     pen = False
     if HAS_PATCH:
-        pen = ((tl.load(rep_ptr + b) != 1.0) | (tl.load(freq_ptr + b) != 0.0)
-               | (tl.load(pres_ptr + b) != 0.0) | (tl.load(blen_ptr + b) > 0))
+        pen = (flags & 2) != 0  # a penalty or a bias
     NW: tl.constexpr = BLOCK_V // 32
     tl.static_assert(NW <= 64)  # (the candidates' row mask is one int64)
     row = tl.arange(0, NW)
     word = t * NW + row
     lane = tl.arange(0, 32)
     offs = word[:, None] * 32 + lane[None, :]
-    x = tl.load(logits_ptr + n.to(tl.int64) * row_stride + offs, mask=offs < V,
-                other=float("-inf"), eviction_policy=X_EVICT).to(tl.float32)
+    x_ptr = logits_ptr + n.to(tl.int64) * row_stride + offs
+    if (t + 1) * BLOCK_V <= V:  # every tile but a row's last: no masks, no fill
+        x = tl.load(x_ptr, eviction_policy=X_EVICT).to(tl.float32)
+    else:
+        x = tl.load(x_ptr, mask=offs < V, other=float("-inf"),
+                    eviction_policy=X_EVICT).to(tl.float32)
     if HAS_PATCH:  # noqa: SIM102 - a constexpr branch around a runtime one
         # only rows with a penalty or a bias read the bits (elsewhere the patch, if any, is
         # an earlier draft's unchanged logit; loading the whole tile of values with the bits,
@@ -608,8 +627,8 @@ def _tile_kernel(logits_ptr, row_stride, V, K1, temp_ptr,
         # and the sum with an online-softmax combine was slower: run 14, ~10% at B = 256.)
         live = rmax > float("-inf")
         r0 = tl.where(live, rmax, 0.0)
-        rs = tl.sum(tl.exp(x - r0[:, None]), 1)
-        s = tl.sum(tl.where(live, rs * tl.exp(r0 - m0), 0.0), 0)
+        rs = tl.sum(_mass_exp(x - r0[:, None]), 1)
+        s = tl.sum(tl.where(live, rs * _mass_exp(r0 - m0), 0.0), 0)
     o = n.to(tl.int64) * T_PAD + t
     tl.store(tmax_ptr + o, m)
     tl.store(tsum_ptr + o, s)

@@ -49,6 +49,23 @@ def test_vocab_checks_at_build_name_row_and_id() -> None:
         SamplingBatch.from_requests([SamplingParams(top_k=65)], [[]], [[]], V)
 
 
+def test_row_flags_name_what_each_row_needs() -> None:
+    """Property: row_flags (bit 0 a sampled row with a filter, bit 1 a penalty or a bias,
+    bit 2 a grammar: what the triton tile kernel reads instead of the eight settings) agrees
+    with the settings it is derived from; padding rows are 0."""
+    params = [SamplingParams(temperature=0), SamplingParams(temperature=0, top_k=5),
+              SamplingParams(top_p=0.9), SamplingParams(min_p=0.1, presence_penalty=0.5),
+              SamplingParams(logit_bias={3: 1.0}), SamplingParams(repetition_penalty=1.2),
+              SamplingParams(frequency_penalty=0.1, top_k=3)]
+    mask = torch.full((len(params), 1, 2), -1, dtype=torch.int32)
+    mask[2, 0, 0] = 0  # row 2 constrained by its bitmask
+    batch = SamplingBatch.from_requests(params, [[1]] * 7, [[2]] * 7, V, max_rows=9,
+                                        grammar_bitmask=mask)
+    assert batch.row_flags.dtype == torch.int32
+    assert batch.row_flags.tolist() == [0, 0, 5, 3, 2, 2, 3, 0, 0]
+    assert batch.head(4).row_flags.tolist() == [0, 0, 5, 3]
+
+
 def test_mix32_is_lowbias32_and_uniform_in_open_interval() -> None:
     """Property: the hash is the documented integer mixer; uniforms are in (0, 1)."""
     def ref(x: int) -> int:
