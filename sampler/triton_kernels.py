@@ -59,19 +59,29 @@ else:
 if INTERPRET:  # (griddepcontrol is inline PTX: the interpreter cannot run it)
 
     @triton.jit
-    def _after_prior():
+    def _after_prior(RELEASE_LATE: tl.constexpr = False):
         pass
 
 else:
 
     @triton.jit
-    def _after_prior():
+    def _after_prior(RELEASE_LATE: tl.constexpr = False):
         """Programmatic dependent launch: let the next kernel of the sequence launch now
-        (its programs wait for this grid to finish before reading anything), then wait for
-        the previous grid to finish and its writes to be visible. Kernels launched with
-        `launch_pdl` start here, before any global load: a no-op without PDL."""
-        gdc_launch_dependents()
-        gdc_wait()
+        (its programs wait for this grid to finish before reading what it writes), then wait
+        for the previous grid to finish and its writes to be visible. Kernels launched with
+        `launch_pdl` call it before any load of an earlier kernel's output: a no-op without
+        PDL.
+
+        RELEASE_LATE (the pre kernel): wait first, then let the next kernel launch. Every
+        program of this grid has then seen the previous grid finish, so the next kernel (the
+        tile kernel) starts only after whatever wrote the logits has finished, and may read
+        the logits before its own wait, while this grid drains."""
+        if RELEASE_LATE:
+            gdc_wait()
+            gdc_launch_dependents()
+        else:
+            gdc_launch_dependents()
+            gdc_wait()
 
 
 if INTERPRET:
@@ -363,7 +373,7 @@ def _pre_kernel(logits_ptr, row_stride, hist_ids_ptr, hist_cnt_ptr, hist_cap, bi
     """Everything before the read, over grid (rows N, [patch] + parts): program (n, 0) the
     row's patch (`_patch_row`) when HAS_PATCH, the others the `parts` parts of its candidate
     threshold (`_thr_part`) when HAS_THR (a runtime count: one per row for large batches)."""
-    _after_prior()
+    _after_prior(RELEASE_LATE=True)  # (the tile kernel after it reads the logits early)
     n = tl.program_id(0)
     q = tl.program_id(1)
     if HAS_PATCH:
@@ -552,7 +562,13 @@ def _tile_kernel(logits_ptr, row_stride, V, K1, temp_ptr, flags_ptr,
     (Earlier versions took a threshold per tile from its row maxima: a histogram per
     program, and the row bound, the max over the tiles' bounds, needed ~8 rows a tile:
     bench/NOTES-sampler.md, runs 7-10.)"""
-    _after_prior()
+    # After the pre kernel (launched when HAS_PATCH or HAS_CAND), which lets this grid
+    # launch only once the logits' writer has finished (`_after_prior`), the tile and the
+    # settings (inputs of the whole sequence) are read before the wait for the pre kernel's
+    # thresholds and patch: the read overlaps the pre kernel's last programs. As the first
+    # kernel of the sequence, this one waits before reading anything.
+    if not (HAS_PATCH or HAS_CAND):
+        _after_prior()
     # grid (B, K + 1, T): the row's request and position without a division (B on the
     # first axis, which takes more than 65535: the law tests draw 600000 rows at once)
     b = tl.program_id(0)
@@ -565,14 +581,6 @@ def _tile_kernel(logits_ptr, row_stride, V, K1, temp_ptr, flags_ptr,
     temp = tl.where(temp_raw == 0, 1.0, temp_raw)
     flags = tl.load(flags_ptr + b)  # (SamplingBatch.row_flags: `_filtered`, pen, grammar)
     has_g = flags & 4
-    filt = False
-    thr = 0.0
-    if HAS_CAND:
-        filt = (flags & 1) != 0
-        thr = tl.load(thr_ptr + n)  # the row's threshold (`_thr_part`; unset if not filt)
-    pen = False
-    if HAS_PATCH:
-        pen = (flags & 2) != 0  # a penalty or a bias
     NW: tl.constexpr = BLOCK_V // 32
     tl.static_assert(NW <= 64)  # (the candidates' row mask is one int64)
     row = tl.arange(0, NW)
@@ -585,6 +593,16 @@ def _tile_kernel(logits_ptr, row_stride, V, K1, temp_ptr, flags_ptr,
     else:
         x = tl.load(x_ptr, mask=offs < V, other=float("-inf"),
                     eviction_policy=X_EVICT).to(tl.float32)
+    if HAS_PATCH or HAS_CAND:
+        _after_prior()
+    filt = False
+    thr = 0.0
+    if HAS_CAND:
+        filt = (flags & 1) != 0
+        thr = tl.load(thr_ptr + n)  # the row's threshold (`_thr_part`; unset if not filt)
+    pen = False
+    if HAS_PATCH:
+        pen = (flags & 2) != 0  # a penalty or a bias
     if HAS_PATCH:  # noqa: SIM102 - a constexpr branch around a runtime one
         # only rows with a penalty or a bias read the bits (elsewhere the patch, if any, is
         # an earlier draft's unchanged logit; loading the whole tile of values with the bits,
