@@ -610,8 +610,9 @@ def _tile_kernel(logits_ptr, row_stride, V, K1, temp_ptr, flags_ptr,
         if pen:
             pw = tl.load(bits_ptr + n.to(tl.int64) * W + word, mask=word < W, other=0)
             hit = ((pw[:, None] >> lane[None, :]) & 1) != 0  # (bits past V are never set)
-            x = tl.where(hit, tl.load(pval_ptr + n.to(tl.int64) * V + offs, mask=hit,
-                                      other=0.0), x)
+            # (x as the masked-off value: each hit loads into x's own register, and nothing
+            # waits on one row's values before the next row's words are loaded)
+            x = tl.load(pval_ptr + n.to(tl.int64) * V + offs, mask=hit, other=x)
     if HAS_GRAMMAR:  # noqa: SIM102 - a constexpr branch around a runtime one
         if has_g != 0:  # (rows without a grammar skip the words)
             gw = tl.load(gmask_ptr + b.to(tl.int64) * g_sb + j * g_sj + word, mask=word < W,
