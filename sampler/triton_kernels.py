@@ -103,7 +103,7 @@ else:
         residual r = x - t q0 exact by FMA. Three instructions a token instead of the ~10 of
         div.rn's fast path. Exact for normal t in [2^-20, 2^20] (the caller checks) and
         |x| in [2^-100, 2^100] or 0 (the residual neither underflows nor overflows: any
-        logit). An infinite x keeps q0 (its residual is NaN)."""
+        logit). An infinite x comes back as it is (its residual is NaN)."""
         q0 = x * rcp
         e = tl.fma(q0, -t, x)  # (the negation on the scalar t: no instruction a token)
         return tl.where(e != e, x, tl.fma(e, rcp, q0))
@@ -575,11 +575,11 @@ def _tile_kernel(logits_ptr, row_stride, V, K1, temp_ptr, flags_ptr,
     j = tl.program_id(1)
     t = tl.program_id(2)
     n = b * K1 + j
-    # Every per-row setting and the row's threshold first, all in flight with the tile
-    # (loads after the stats' stores would each wait a round trip at the program's end).
+    # The row's settings first, in flight with the tile, and its threshold right after the
+    # wait (loads after the stats' stores would each wait a round trip at the program's end).
     temp_raw = tl.load(temp_ptr + b)
     temp = tl.where(temp_raw == 0, 1.0, temp_raw)
-    flags = tl.load(flags_ptr + b)  # (SamplingBatch.row_flags: `_filtered`, pen, grammar)
+    flags = tl.load(flags_ptr + b)  # (SamplingBatch.row_flags: filtered, patched, grammar)
     has_g = flags & 4
     NW: tl.constexpr = BLOCK_V // 32
     tl.static_assert(NW <= 64)  # (the candidates' row mask is one int64)
@@ -600,14 +600,11 @@ def _tile_kernel(logits_ptr, row_stride, V, K1, temp_ptr, flags_ptr,
     if HAS_CAND:
         filt = (flags & 1) != 0
         thr = tl.load(thr_ptr + n)  # the row's threshold (`_thr_part`; unset if not filt)
-    pen = False
-    if HAS_PATCH:
-        pen = (flags & 2) != 0  # a penalty or a bias
     if HAS_PATCH:  # noqa: SIM102 - a constexpr branch around a runtime one
-        # only rows with a penalty or a bias read the bits (elsewhere the patch, if any, is
-        # an earlier draft's unchanged logit; loading the whole tile of values with the bits,
-        # without the round trip after them, was slower at B >= 64: run 33)
-        if pen:
+        # only rows with a penalty or a bias (flag bit 1) read the bits (elsewhere the patch,
+        # if any, is an earlier draft's unchanged logit; loading the whole tile of values
+        # with the bits, without the round trip after them, was slower at B >= 64: run 33)
+        if (flags & 2) != 0:
             pw = tl.load(bits_ptr + n.to(tl.int64) * W + word, mask=word < W, other=0)
             hit = ((pw[:, None] >> lane[None, :]) & 1) != 0  # (bits past V are never set)
             # (x as the masked-off value: each hit loads into x's own register, and nothing
