@@ -534,6 +534,10 @@ def _patch_row(logits_ptr, row_stride, hist_ids_ptr, hist_cnt_ptr, hist_cap, bia
 # 155 -> 152-153 us at V = 262144, 91 -> 89-90 at V = 128256, 45 -> 44 at V = 32000; verify
 # within +-3 us of 727 / 404 / 170. SONICSPEC_X_EVICT= (empty) restores the default policy.
 X_EVICT = tl.constexpr(os.environ.get("SONICSPEC_X_EVICT", "evict_first"))
+# Prepared, not yet on a GPU (bench/NOTES-sampler.md, runs 44-48): SONICSPEC_SUM_AT_MAX=1 sums
+# the tile's exp(x - M) below the tile max M in one reduction over every token (the sum waits
+# for M) instead of per-row sums below each row's max scaled afterwards.
+SUM_AT_MAX = tl.constexpr(os.environ.get("SONICSPEC_SUM_AT_MAX") == "1")
 
 
 @triton.jit
@@ -641,10 +645,13 @@ def _tile_kernel(logits_ptr, row_stride, V, K1, temp_ptr, flags_ptr,
         # tokens it compares and draws with expf. Each row's sum is taken below its own max
         # (no wait for the tile's), then scaled to the tile max. (One reduction of the key
         # and the sum with an online-softmax combine was slower: run 14, ~10% at B = 256.)
-        live = rmax > float("-inf")
-        r0 = tl.where(live, rmax, 0.0)
-        rs = tl.sum(_mass_exp(x - r0[:, None]), 1)
-        s = tl.sum(tl.where(live, rs * _mass_exp(r0 - m0), 0.0), 0)
+        if SUM_AT_MAX:
+            s = tl.sum(tl.reshape(_mass_exp(x - m0), [BLOCK_V], can_reorder=True), 0)
+        else:
+            live = rmax > float("-inf")
+            r0 = tl.where(live, rmax, 0.0)
+            rs = tl.sum(_mass_exp(x - r0[:, None]), 1)
+            s = tl.sum(tl.where(live, rs * _mass_exp(r0 - m0), 0.0), 0)
     o = n.to(tl.int64) * T_PAD + t
     tl.store(tmax_ptr + o, m)
     tl.store(tsum_ptr + o, s)
