@@ -538,6 +538,11 @@ X_EVICT = tl.constexpr(os.environ.get("SONICSPEC_X_EVICT", "evict_first"))
 # the tile's exp(x - M) below the tile max M in one reduction over every token (the sum waits
 # for M) instead of per-row sums below each row's max scaled afterwards.
 SUM_AT_MAX = tl.constexpr(os.environ.get("SONICSPEC_SUM_AT_MAX") == "1")
+# Prepared, not yet on a GPU: SONICSPEC_ARG_GREEDY=1 takes the tile's argmax (the lowest lane
+# at each row's max and the packed (key, -id) reduction) only in greedy rows, the only ones
+# whose row stage uses it; other rows take the max alone, and filtered rows the ids of their
+# candidates in the candidates' branch.
+ARG_GREEDY = tl.constexpr(os.environ.get("SONICSPEC_ARG_GREEDY") == "1")
 
 
 @triton.jit
@@ -625,16 +630,29 @@ def _tile_kernel(logits_ptr, row_stride, V, K1, temp_ptr, flags_ptr,
         else:
             x = _div(x, temp)
     rmax = tl.max(x, 1)
-    # lowest lane holding its row's max; the tile's max and lowest id at it come from one
-    # reduction over the rows of (key of the max, -id) packed in an int64
-    rlane = tl.min(tl.where(x == rmax[:, None], lane[None, :], 32), 1)
-    rid = word * 32 + rlane
-    # (the candidates' row mask and count in this reduction: one cross-warp round fewer,
-    # but a compare and a warp sum a token in every filtered row's tiles, 6-12% slower at
-    # B >= 64 in run 35)
-    pk = tl.max((_key(rmax).to(tl.int64) << 32) | (2147483647 - rid).to(tl.int64), 0)
-    m = _unkey((pk >> 32).to(tl.int32))
-    arg = 2147483647 - (pk & 0xFFFFFFFF).to(tl.int32)
+    if ARG_GREEDY:
+        # the argmax only where the row stage uses it (greedy rows); the candidates' ids
+        # below, in their branch
+        if temp_raw == 0:
+            rlane = tl.min(tl.where(x == rmax[:, None], lane[None, :], 32), 1)
+            pk = tl.max((_key(rmax).to(tl.int64) << 32)
+                        | (2147483647 - (word * 32 + rlane)).to(tl.int64), 0)
+            m = _unkey((pk >> 32).to(tl.int32))
+            arg = 2147483647 - (pk & 0xFFFFFFFF).to(tl.int32)
+        else:
+            m = tl.max(rmax, 0)
+            arg = tl.full((), 0, tl.int32)
+    else:
+        # lowest lane holding its row's max; the tile's max and lowest id at it come from one
+        # reduction over the rows of (key of the max, -id) packed in an int64
+        rlane = tl.min(tl.where(x == rmax[:, None], lane[None, :], 32), 1)
+        rid = word * 32 + rlane
+        # (the candidates' row mask and count in this reduction: one cross-warp round fewer,
+        # but a compare and a warp sum a token in every filtered row's tiles, 6-12% slower
+        # at B >= 64 in run 35)
+        pk = tl.max((_key(rmax).to(tl.int64) << 32) | (2147483647 - rid).to(tl.int64), 0)
+        m = _unkey((pk >> 32).to(tl.int32))
+        arg = 2147483647 - (pk & 0xFFFFFFFF).to(tl.int32)
     m0 = tl.where(m > float("-inf"), m, 0.0)
     s = m0 * 0.0 + 1.0
     if temp_raw != 0:  # greedy rows need only the argmax
@@ -663,6 +681,9 @@ def _tile_kernel(logits_ptr, row_stride, V, K1, temp_ptr, flags_ptr,
                 # count over the rows (no per-token work); a row's other tokens above thr
                 # (rare: two in one row) take the next ones from an atomic counter. The
                 # counts of tokens and of rows above thr: one reduction, packed.
+                if ARG_GREEDY:  # (a filtered row is not greedy: no argmax above)
+                    rlane = tl.min(tl.where(x == rmax[:, None], lane[None, :], 32), 1)
+                    rid = word * 32 + rlane
                 sel = x > thr
                 crow = tl.sum(sel.to(tl.int32), 1)
                 over = crow > 0  # the rows holding a token above thr

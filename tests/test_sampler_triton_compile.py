@@ -94,6 +94,7 @@ def test_every_launch_compiles_for_sm90(tmp_path: Path) -> None:
     ("SONICSPEC_X_EVICT", "", "_tile_kernel"),  # the logits' default cache policy
     ("SONICSPEC_BLOCK_V", "2048", "_tile_kernel"),  # the tiles (4 warps) of V > 131072
     ("SONICSPEC_SUM_AT_MAX", "1", "_tile_kernel"),  # the tile sum below the tile max
+    ("SONICSPEC_ARG_GREEDY", "1", "_tile_kernel"),  # the tile argmax in greedy rows only
 ])
 def test_measurement_variants_compile_for_sm90(tmp_path: Path, knob: str, value: str,
                                                kernel: str) -> None:
