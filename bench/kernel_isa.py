@@ -6,6 +6,7 @@ the SASS instruction counts by class. A proxy for the per-token cost of the tile
 when no GPU is at hand (the tile kernel has no loop: its instruction count is per tile).
 
     python bench/kernel_isa.py [--vocab 262144] [--verify] [--kernel _tile_kernel]
+                               [--sass] [--path ADDR,.. --stop ADDR]
 Environment knobs of the backend (SONICSPEC_*) apply as usual.
 """
 
@@ -29,6 +30,7 @@ from triton.backends.compiler import GPUTarget  # noqa: E402
 from triton.compiler import ASTSource  # noqa: E402
 
 from bench.sampler import make_batch  # noqa: E402
+from bench.sass_path import path_length  # noqa: E402
 from sampler import triton_backend as tri  # noqa: E402
 from sampler import triton_kernels as tk  # noqa: E402
 
@@ -162,6 +164,10 @@ def main() -> None:
     ap.add_argument("--bf16", action="store_true")
     ap.add_argument("--kernel", default="_tile_kernel")
     ap.add_argument("--sass", action="store_true", help="print the SASS too")
+    ap.add_argument("--path", default=None, metavar="ADDR,..",
+                    help="with --stop: count the instructions on the path that takes the "
+                         "branches at these hex addresses (see path_length)")
+    ap.add_argument("--stop", default=None, metavar="ADDR")
     args = ap.parse_args()
     dtype = torch.bfloat16 if args.bf16 else torch.float32
     for name, kernel, sig, consts, attrs, options in record(args.vocab, args.verify, dtype):
@@ -182,6 +188,10 @@ def main() -> None:
         mix = " ".join(f"{c} {n}" for c, n in sorted(counts.items()))
         print(f"{name}: {len(ops)} SASS instructions, {_resources(ck.asm['cubin'])}, "
               f"shared {ck.metadata.shared} B | {mix}")
+        if args.stop is not None:
+            taken = {int(a, 16) for a in (args.path or "").split(",") if a}
+            print(f"{name}: path to {args.stop}: "
+                  f"{path_length(sass, taken, int(args.stop, 16))} instructions")
         if args.sass:
             print(sass)
 

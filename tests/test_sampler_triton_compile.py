@@ -109,6 +109,27 @@ def test_measurement_variants_compile_for_sm90(tmp_path: Path, knob: str, value:
     assert f"{kernel}:" in proc.stdout, proc.stdout
 
 
+def test_sass_path_length_follows_the_taken_branches() -> None:
+    """bench/sass_path.path_length (how bench/NOTES-sampler.md counts hot paths): it follows
+    unconditional branches, conditional ones only when listed, and counts the stop."""
+    from bench.sass_path import path_length
+
+    sass = """
+        /*0000*/                   MOV R1, R2 ;
+        /*0010*/               @P0 BRA 0x40 ;
+        /*0020*/                   IADD3 R1, R1, R2, RZ ;
+        /*0030*/                   BRA 0x50 ;
+        /*0040*/                   FADD R1, R1, R2 ;
+        /*0050*/              @!P1 EXIT ;
+        /*0060*/                   EXIT ;
+    """
+    assert path_length(sass, set(), 0x50) == 5  # 0, 10, 20, 30 -> 50
+    assert path_length(sass, {0x10}, 0x50) == 4  # 0, 10 -> 40, 50
+    assert path_length(sass, {0x10}, 0x60) == 5
+    with pytest.raises(KeyError):
+        path_length(sass.replace("0x50", "0x70"), set(), 0x60)  # a branch to nowhere
+
+
 if __name__ == "__main__":
     sys.path.insert(0, str(ROOT))
     print(json.dumps(record_and_compile()))
