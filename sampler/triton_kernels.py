@@ -546,6 +546,21 @@ ARG_GREEDY = tl.constexpr(os.environ.get("SONICSPEC_ARG_GREEDY") == "1")
 
 
 @triton.jit
+def _row_lane(x, rmax, lane):
+    """Per row of the tile, the lowest lane holding its max."""
+    return tl.min(tl.where(x == rmax[:, None], lane[None, :], 32), 1)
+
+
+@triton.jit
+def _max_arg(rmax, rlane, word):
+    """The tile's max and the lowest id at it, from one reduction over the rows of (key of
+    the row's max, -id) packed in an int64."""
+    rid = word * 32 + rlane
+    pk = tl.max((_key(rmax).to(tl.int64) << 32) | (2147483647 - rid).to(tl.int64), 0)
+    return _unkey((pk >> 32).to(tl.int32)), 2147483647 - (pk & 0xFFFFFFFF).to(tl.int32)
+
+
+@triton.jit
 def _tile_kernel(logits_ptr, row_stride, V, K1, temp_ptr, flags_ptr,
                  gmask_ptr, g_sb, g_sj, bits_ptr, pval_ptr, W, thr_ptr,
                  tmax_ptr, tsum_ptr, targ_ptr, tcnt_ptr, tbnd_ptr, cval_ptr, cid_ptr,
@@ -634,25 +649,16 @@ def _tile_kernel(logits_ptr, row_stride, V, K1, temp_ptr, flags_ptr,
         # the argmax only where the row stage uses it (greedy rows); the candidates' ids
         # below, in their branch
         if temp_raw == 0:
-            rlane = tl.min(tl.where(x == rmax[:, None], lane[None, :], 32), 1)
-            pk = tl.max((_key(rmax).to(tl.int64) << 32)
-                        | (2147483647 - (word * 32 + rlane)).to(tl.int64), 0)
-            m = _unkey((pk >> 32).to(tl.int32))
-            arg = 2147483647 - (pk & 0xFFFFFFFF).to(tl.int32)
+            m, arg = _max_arg(rmax, _row_lane(x, rmax, lane), word)
         else:
             m = tl.max(rmax, 0)
             arg = tl.full((), 0, tl.int32)
     else:
-        # lowest lane holding its row's max; the tile's max and lowest id at it come from one
-        # reduction over the rows of (key of the max, -id) packed in an int64
-        rlane = tl.min(tl.where(x == rmax[:, None], lane[None, :], 32), 1)
-        rid = word * 32 + rlane
+        rlane = _row_lane(x, rmax, lane)
         # (the candidates' row mask and count in this reduction: one cross-warp round fewer,
         # but a compare and a warp sum a token in every filtered row's tiles, 6-12% slower
         # at B >= 64 in run 35)
-        pk = tl.max((_key(rmax).to(tl.int64) << 32) | (2147483647 - rid).to(tl.int64), 0)
-        m = _unkey((pk >> 32).to(tl.int32))
-        arg = 2147483647 - (pk & 0xFFFFFFFF).to(tl.int32)
+        m, arg = _max_arg(rmax, rlane, word)
     m0 = tl.where(m > float("-inf"), m, 0.0)
     s = m0 * 0.0 + 1.0
     if temp_raw != 0:  # greedy rows need only the argmax
@@ -682,8 +688,8 @@ def _tile_kernel(logits_ptr, row_stride, V, K1, temp_ptr, flags_ptr,
                 # (rare: two in one row) take the next ones from an atomic counter. The
                 # counts of tokens and of rows above thr: one reduction, packed.
                 if ARG_GREEDY:  # (a filtered row is not greedy: no argmax above)
-                    rlane = tl.min(tl.where(x == rmax[:, None], lane[None, :], 32), 1)
-                    rid = word * 32 + rlane
+                    rlane = _row_lane(x, rmax, lane)
+                rid = word * 32 + rlane
                 sel = x > thr
                 crow = tl.sum(sel.to(tl.int32), 1)
                 over = crow > 0  # the rows holding a token above thr
