@@ -534,15 +534,17 @@ def _patch_row(logits_ptr, row_stride, hist_ids_ptr, hist_cnt_ptr, hist_cap, bia
 # 155 -> 152-153 us at V = 262144, 91 -> 89-90 at V = 128256, 45 -> 44 at V = 32000; verify
 # within +-3 us of 727 / 404 / 170. SONICSPEC_X_EVICT= (empty) restores the default policy.
 X_EVICT = tl.constexpr(os.environ.get("SONICSPEC_X_EVICT", "evict_first"))
-# Prepared, not yet on a GPU (bench/NOTES-sampler.md, runs 44-48): SONICSPEC_SUM_AT_MAX=1 sums
-# the tile's exp(x - M) below the tile max M in one reduction over every token (the sum waits
-# for M) instead of per-row sums below each row's max scaled afterwards.
-SUM_AT_MAX = tl.constexpr(os.environ.get("SONICSPEC_SUM_AT_MAX") == "1")
-# Prepared, not yet on a GPU: SONICSPEC_ARG_GREEDY=1 takes the tile's argmax (the lowest lane
-# at each row's max and the packed (key, -id) reduction) only in greedy rows, the only ones
-# whose row stage uses it; other rows take the max alone, and filtered rows the ids of their
-# candidates in the candidates' branch.
-ARG_GREEDY = tl.constexpr(os.environ.get("SONICSPEC_ARG_GREEDY") == "1")
+# The tile's masses as one sum of exp(x - M) below the tile max M over every token (the sum
+# waits for M) instead of per-row sums below each row's max scaled afterwards; and the tile's
+# argmax (the lowest lane at each row's max and the packed (key, -id) reduction) only in
+# greedy rows, the only ones whose row stage uses it: other rows take the max alone, filtered
+# rows the ids of their candidates in the candidates' branch. Hot path of a temperature row
+# 530 -> 368 SASS instructions a warp (sm_90). Run 49 (H200, same call): sample B = 256
+# 81 -> 74 us at V = 128256, 138 -> 122 at V = 262144; verify 359 -> 323 and 642 -> 560;
+# each knob alone gains about half. SONICSPEC_SUM_AT_MAX=0 / SONICSPEC_ARG_GREEDY=0 restore
+# the previous forms.
+SUM_AT_MAX = tl.constexpr(os.environ.get("SONICSPEC_SUM_AT_MAX", "1") == "1")
+ARG_GREEDY = tl.constexpr(os.environ.get("SONICSPEC_ARG_GREEDY", "1") == "1")
 
 
 @triton.jit

@@ -93,8 +93,8 @@ def test_every_launch_compiles_for_sm90(tmp_path: Path) -> None:
     ("SONICSPEC_PICK_FUSED", "0", "_finish_kernel"),  # the draw by positions
     ("SONICSPEC_X_EVICT", "", "_tile_kernel"),  # the logits' default cache policy
     ("SONICSPEC_BLOCK_V", "2048", "_tile_kernel"),  # the tiles (4 warps) of V > 131072
-    ("SONICSPEC_SUM_AT_MAX", "1", "_tile_kernel"),  # the tile sum below the tile max
-    ("SONICSPEC_ARG_GREEDY", "1", "_tile_kernel"),  # the tile argmax in greedy rows only
+    ("SONICSPEC_SUM_AT_MAX", "0", "_tile_kernel"),  # per-row sums scaled to the tile max
+    ("SONICSPEC_ARG_GREEDY", "0", "_tile_kernel"),  # the tile argmax in every row
 ])
 def test_measurement_variants_compile_for_sm90(tmp_path: Path, knob: str, value: str,
                                                kernel: str) -> None:
