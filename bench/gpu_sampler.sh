@@ -3,7 +3,8 @@
 #   bash bench/gpu_sampler.sh [smoke] [bench] [flat] [profile] [sweep] [probe] [tests]
 # (sweep: the benchmark workload under the env knobs in $SWEEP, default SONICSPEC_PDL /
 # C / TILE_MAXNREG / TILE_WARPS / BLOCK_V, one config per word, settings joined by commas;
-# sizes $SWEEP_B and $SWEEP_V, default B 1 64 256 and V 32000 262144)
+# sizes $SWEEP_B and $SWEEP_V, default B 1 64 256 and V 32000 262144; extra arguments of
+# bench/sampler.py in $SWEEP_ARGS, e.g. --mix temperature)
 # Needs the FlashInfer wheels in .whl/ (carried) for the baselines.
 set -uo pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
@@ -29,7 +30,7 @@ for stage in "$@"; do
              echo "config: ${cfg:-default}" | tee -a "$OUT/sweep.log"
              env ${cfg//,/ } python3 bench/sampler.py --device cuda --backend triton --scale 8 \
                --iters 30 --batch ${SWEEP_B:-1 64 256} --vocab ${SWEEP_V:-32000 262144} \
-               --out /tmp/sweep 2>/dev/null | sed -n '2,14p' | tee -a "$OUT/sweep.log"
+               ${SWEEP_ARGS:-} --out /tmp/sweep 2>/dev/null | sed -n '2,14p' | tee -a "$OUT/sweep.log"
            done ;;
     probe) python3 bench/sampler_probe.py "${PROBE_PARTS:-tile}" 2>&1 | tee "$OUT/probe.log" ;;
     tests) python3 -m pytest -q -m gpu tests/test_sampler_triton_gpu.py -x 2>&1 \

@@ -7,6 +7,8 @@ Workload: rows cycle through greedy, top-k/top-p/min-p mixes, penalties over 512
 tokens, a logit-bias entry, a grammar bitmask on a quarter of rows. The floor is one read of
 the logits (B·V·4 bytes for sample, B·(K+1)·V·4 for verify) at the device's copy bandwidth,
 measured in the same run. Prints a table and writes JSON to bench/results/sampler-<device>.json.
+`--mix temperature` times rows of temperature 0.7 alone instead (the commonest request: no
+filter, penalty or grammar), for comparison; the issue's targets are for the default mix.
 
 With --baselines (CUDA): the graphed torch backend, FlashInfer `top_k_top_p_sampling_from_logits`
 (sample) and `torch.softmax` + `chain_speculative_sampling` (verify, dense draft probs), and
@@ -34,9 +36,12 @@ from sampler import Sampler, SamplingBatch, SamplingParams  # noqa: E402
 K = 4
 SCALE = [3.0]  # logits = randn * SCALE (3: flat, high entropy; 8: peaked, LLM-like top mass)
 RESULTS = Path(__file__).parent / "results"
+MIX = ["issue"]  # "issue": the issue's heterogeneous rows; "temperature": temperature 0.7 alone
 
 
 def workload_params(rows: int, vocab: int) -> list[SamplingParams]:
+    if MIX[0] == "temperature":  # (the commonest request: no filter, penalty or grammar)
+        return [SamplingParams(temperature=0.7) for _ in range(rows)]
     kinds = [
         SamplingParams(temperature=0),
         SamplingParams(temperature=0.8, top_k=50),
@@ -58,7 +63,7 @@ def make_batch(rows: int, vocab: int, positions: int, device: str) -> SamplingBa
     return SamplingBatch.from_requests(workload_params(rows, vocab), [h[:256] for h in hist],
                                        [h[256:] for h in hist], vocab, device=device,
                                        seeds=list(range(rows)), num_positions=positions,
-                                       grammar_bitmask=mask)
+                                       grammar_bitmask=mask if MIX[0] == "issue" else None)
 
 
 def timed(fn: Callable[[], object], device: str, iters: int) -> float:
@@ -271,8 +276,11 @@ def main() -> None:
     ap.add_argument("--out", default=str(RESULTS), help="folder for JSON/PNG")
     ap.add_argument("--scale", type=float, default=3.0, help="logits = randn * scale")
     ap.add_argument("--profile", action="store_true", help="device time per kernel (CUDA)")
+    ap.add_argument("--mix", default="issue", choices=["issue", "temperature"],
+                    help="rows: the issue's mix of every feature, or temperature 0.7 alone")
     args = ap.parse_args()
     SCALE[0] = args.scale
+    MIX[0] = args.mix
     if args.profile:
         prof_sampler = Sampler(args.backend, args.device)
         for v in args.vocab:
@@ -295,7 +303,8 @@ def main() -> None:
         print_baseline_table(rows)
     results = Path(args.out)
     results.mkdir(parents=True, exist_ok=True)
-    tag = "" if args.scale == 3.0 else f"-scale{args.scale:g}"
+    tag = ("" if args.scale == 3.0 else f"-scale{args.scale:g}") + (
+        "" if args.mix == "issue" else f"-{args.mix}")
     out = results / f"sampler-{name.replace(' ', '_')}-{sampler.backend}{tag}.json"
     if args.baselines:
         plot(rows, out.with_suffix(".png"))
