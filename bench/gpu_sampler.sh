@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One device call's worth of sampler work on the GPU machine (results under $OUT):
-#   bash bench/gpu_sampler.sh [smoke] [bench] [flat] [profile] [sweep] [probe] [tests]
+#   bash bench/gpu_sampler.sh [smoke] [bench] [flat] [profile] [sweep] [probe] [mixes] [tests]
 # (sweep: the benchmark workload under the env knobs in $SWEEP, default SONICSPEC_PDL /
 # C / TILE_MAXNREG / TILE_WARPS / BLOCK_V, one config per word, settings joined by commas;
 # sizes $SWEEP_B and $SWEEP_V, default B 1 64 256 and V 32000 262144; extra arguments of
@@ -33,6 +33,11 @@ for stage in "$@"; do
                ${SWEEP_ARGS:-} --out /tmp/sweep 2>/dev/null | sed -n '2,14p' | tee -a "$OUT/sweep.log"
            done ;;
     probe) python3 bench/sampler_probe.py "${PROBE_PARTS:-tile}" 2>&1 | tee "$OUT/probe.log" ;;
+    mixes) for mix in issue temperature filters penalties grammar; do  # each feature's cost
+             SONICSPEC_PDL=0 python3 bench/sampler.py --device cuda --backend triton --scale 8 \
+               --profile --mix $mix --batch 1 64 256 --vocab 32000 262144 2>/dev/null \
+               | sed "s/^/$mix: /" | tee -a "$OUT/mixes.log"
+           done ;;
     tests) python3 -m pytest -q -m gpu tests/test_sampler_triton_gpu.py -x 2>&1 \
              | tee "$OUT/tests.log" ;;
   esac

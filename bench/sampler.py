@@ -8,7 +8,8 @@ tokens, a logit-bias entry, a grammar bitmask on a quarter of rows. The floor is
 the logits (B·V·4 bytes for sample, B·(K+1)·V·4 for verify) at the device's copy bandwidth,
 measured in the same run. Prints a table and writes JSON to bench/results/sampler-<device>.json.
 `--mix temperature` times rows of temperature 0.7 alone instead (the commonest request: no
-filter, penalty or grammar), for comparison; the issue's targets are for the default mix.
+filter, penalty or grammar), `--mix filters / penalties / grammar` one of the issue's features
+at a time, for comparison; the issue's targets are for the default mix.
 
 With --baselines (CUDA): the graphed torch backend, FlashInfer `top_k_top_p_sampling_from_logits`
 (sample) and `torch.softmax` + `chain_speculative_sampling` (verify, dense draft probs), and
@@ -36,12 +37,28 @@ from sampler import Sampler, SamplingBatch, SamplingParams  # noqa: E402
 K = 4
 SCALE = [3.0]  # logits = randn * SCALE (3: flat, high entropy; 8: peaked, LLM-like top mass)
 RESULTS = Path(__file__).parent / "results"
-MIX = ["issue"]  # "issue": the issue's heterogeneous rows; "temperature": temperature 0.7 alone
+# The rows: "issue", the issue's heterogeneous mix; the others take one of its features at a
+# time, to see what each costs: "temperature" (0.7 alone: the commonest request), "filters"
+# (the issue's top-k / top-p / min-p rows without penalties), "penalties" (its penalties and
+# bias at temperature 0.7), "grammar" (temperature 0.7, the issue's grammar on a quarter).
+MIXES = ("issue", "temperature", "filters", "penalties", "grammar")
+MIX = ["issue"]
 
 
 def workload_params(rows: int, vocab: int) -> list[SamplingParams]:
-    if MIX[0] == "temperature":  # (the commonest request: no filter, penalty or grammar)
+    if MIX[0] in ("temperature", "grammar"):
         return [SamplingParams(temperature=0.7) for _ in range(rows)]
+    if MIX[0] == "filters":
+        kinds = [SamplingParams(temperature=0.8, top_k=50), SamplingParams(temperature=0.7,
+                                                                           top_p=0.9),
+                 SamplingParams(temperature=1.0, min_p=0.05),
+                 SamplingParams(top_k=40, top_p=0.95)]
+        return [kinds[r % len(kinds)] for r in range(rows)]
+    if MIX[0] == "penalties":
+        kinds = [SamplingParams(temperature=0.7, repetition_penalty=1.1),
+                 SamplingParams(temperature=0.7, frequency_penalty=0.3, presence_penalty=0.2,
+                                logit_bias={vocab - 1: 5.0})]
+        return [kinds[r % len(kinds)] for r in range(rows)]
     kinds = [
         SamplingParams(temperature=0),
         SamplingParams(temperature=0.8, top_k=50),
@@ -63,7 +80,8 @@ def make_batch(rows: int, vocab: int, positions: int, device: str) -> SamplingBa
     return SamplingBatch.from_requests(workload_params(rows, vocab), [h[:256] for h in hist],
                                        [h[256:] for h in hist], vocab, device=device,
                                        seeds=list(range(rows)), num_positions=positions,
-                                       grammar_bitmask=mask if MIX[0] == "issue" else None)
+                                       grammar_bitmask=mask if MIX[0] in ("issue", "grammar")
+                                       else None)
 
 
 def timed(fn: Callable[[], object], device: str, iters: int) -> float:
@@ -276,8 +294,9 @@ def main() -> None:
     ap.add_argument("--out", default=str(RESULTS), help="folder for JSON/PNG")
     ap.add_argument("--scale", type=float, default=3.0, help="logits = randn * scale")
     ap.add_argument("--profile", action="store_true", help="device time per kernel (CUDA)")
-    ap.add_argument("--mix", default="issue", choices=["issue", "temperature"],
-                    help="rows: the issue's mix of every feature, or temperature 0.7 alone")
+    ap.add_argument("--mix", default="issue", choices=MIXES,
+                    help="rows: the issue's mix of every feature (default), or one feature "
+                         "alone (see MIXES)")
     args = ap.parse_args()
     SCALE[0] = args.scale
     MIX[0] = args.mix
