@@ -30,7 +30,8 @@ for stage in "$@"; do
              echo "config: ${cfg:-default}" | tee -a "$OUT/sweep.log"
              env ${cfg//,/ } python3 bench/sampler.py --device cuda --backend triton --scale 8 \
                --iters 30 --batch ${SWEEP_B:-1 64 256} --vocab ${SWEEP_V:-32000 262144} \
-               ${SWEEP_ARGS:-} --out /tmp/sweep 2>/dev/null | sed -n '2,14p' | tee -a "$OUT/sweep.log"
+               ${SWEEP_ARGS:-} --out /tmp/sweep 2>/dev/null | sed -n '2,14p' \
+               | tee -a "$OUT/sweep.log"
            done ;;
     probe) python3 bench/sampler_probe.py "${PROBE_PARTS:-tile}" 2>&1 | tee "$OUT/probe.log" ;;
     mixes) for mix in issue temperature filters penalties grammar; do  # each feature's cost

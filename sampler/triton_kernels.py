@@ -570,8 +570,8 @@ def _tile_kernel(logits_ptr, row_stride, V, K1, temp_ptr, flags_ptr,
                  HAS_GRAMMAR: tl.constexpr, HAS_PATCH: tl.constexpr, HAS_CAND: tl.constexpr,
                  PROBE: tl.constexpr = 0):
     """Stage 1, one program per (row n = b (K + 1) + j, tile t): reads the tile once and
-    writes its max, sum exp(x - max) and lowest id of the max; for rows with a filter, also
-    candidates.
+    writes its max, sum exp(x - max) and (greedy rows: the row stage uses it nowhere else)
+    the lowest id of the max; for rows with a filter, also candidates.
 
     The tile is held as [BLOCK_V / 32, 32]: a row of it is one word of the grammar and patch
     bit masks, loaded once and shifted per lane (no per-token gather). Every quantity is a
@@ -668,9 +668,10 @@ def _tile_kernel(logits_ptr, row_stride, V, K1, temp_ptr, flags_ptr,
         # masses only weigh tiles and normalise (they are never compared token by token
         # with torch, whose sums differ by rounding anyway), the error is ~2^-22 relative
         # for the tokens near the max that carry the mass, and the row stage evaluates the
-        # tokens it compares and draws with expf. Each row's sum is taken below its own max
-        # (no wait for the tile's), then scaled to the tile max. (One reduction of the key
-        # and the sum with an online-softmax combine was slower: run 14, ~10% at B = 256.)
+        # tokens it compares and draws with expf. One sum below the tile max over every
+        # token (SUM_AT_MAX; else each row's sum below its own max, without waiting for the
+        # tile's, scaled afterwards: more shuffles, run 49). (One reduction of the key and
+        # the sum with an online-softmax combine was slower: run 14, ~10% at B = 256.)
         if SUM_AT_MAX:
             s = tl.sum(tl.reshape(_mass_exp(x - m0), [BLOCK_V], can_reorder=True), 0)
         else:
