@@ -122,10 +122,10 @@ class SamplingBatch:
         mask, has_grammar = _grammar_tensors(params, grammar_bitmask, cap, num_positions,
                                              vocab_size)
         cols = t.tensors()
+        cols["row_flags"] |= has_grammar.int() << 2  # (a grammar may come from the bitmask)
         batch = cls(
             num_rows=rows, vocab_size=vocab_size, num_positions=num_positions,
-            **cols, has_grammar=has_grammar, row_flags=_row_flags(cols, has_grammar),
-            grammar_bitmask=mask,
+            **cols, has_grammar=has_grammar, grammar_bitmask=mask,
             any_penalty=any(_penalised(p) for p in params),
             any_bias=any(p.logit_bias for p in params),
             max_top_k=max([p.top_k for p in params] + [0]),
@@ -175,15 +175,12 @@ def _penalised(p: SamplingParams) -> bool:
     return p.repetition_penalty != 1 or p.frequency_penalty != 0 or p.presence_penalty != 0
 
 
-def _row_flags(cols: dict[str, torch.Tensor], has_grammar: torch.Tensor) -> torch.Tensor:
+def _row_flags(p: SamplingParams) -> int:
     """What a row needs, one int32 for the triton tile kernel (one load instead of eight):
     bit 0 a sampled row with top-k, top-p or min-p (it collects candidates), bit 1 a penalty
-    or a bias (its logits are patched), bit 2 a grammar."""
-    filtered = (cols["temperature"] != 0) & ((cols["top_k"] > 0) | (cols["top_p"] < 1)
-                                             | (cols["min_p"] > 0))
-    patched = ((cols["repetition_penalty"] != 1) | (cols["frequency_penalty"] != 0)
-               | (cols["presence_penalty"] != 0) | (cols["bias_len"] > 0))
-    return (filtered.int() | patched.int() << 1 | has_grammar.int() << 2).to(torch.int32)
+    or a bias (its logits are patched); bit 2, a grammar, is set by from_requests."""
+    filtered = not p.is_greedy and (p.top_k > 0 or p.top_p < 1 or p.min_p > 0)
+    return int(filtered) | int(_penalised(p) or bool(p.logit_bias)) << 1
 
 
 def _history(prompt: Sequence[int], output: Sequence[int], vocab: int) -> list[tuple[int, int]]:
@@ -204,7 +201,8 @@ class _PackedRows:
                 "frequency_penalty": (torch.float32, 0.0),
                 "presence_penalty": (torch.float32, 0.0), "seed": (torch.int64, 0),
                 "position": (torch.int64, 0), "num_logprobs": (torch.int32, 0),
-                "hist_len": (torch.int32, 0), "bias_len": (torch.int32, 0)}
+                "hist_len": (torch.int32, 0), "bias_len": (torch.int32, 0),
+                "row_flags": (torch.int32, 0)}
 
     def __init__(self, cap: int, h_cap: int, m_cap: int) -> None:
         self.cap, self.h_cap, self.m_cap = cap, h_cap, m_cap
@@ -224,6 +222,7 @@ class _PackedRows:
         bias = list((p.logit_bias or {}).items())
         c["hist_len"].append(len(hist))
         c["bias_len"].append(len(bias))
+        c["row_flags"].append(_row_flags(p))
         self.hist.append(hist)
         self.bias.append(bias)
 

@@ -215,8 +215,6 @@ def _run(logits: torch.Tensor, drafts: torch.Tensor, batch: SamplingBatch,
     pval = _pre(logits, drafts, n_draft if has_nd else None, head, bits, has_patch, None,
                 thr if has_filter else None)
     common = dict(HAS_GRAMMAR=has_grammar, HAS_PATCH=has_patch)
-    proc_args = (head.temperature, gmask, g_sb, g_sj, head.has_grammar, bits, pval, words)
-    filt = (head.top_k, head.top_p, head.min_p)
     tmax = torch.empty(n, t_pad, **f32)
     tsum = torch.empty(n, t_pad, **f32)
     targ = torch.empty(n, t_pad, dtype=torch.int32, device=dev)
@@ -247,8 +245,10 @@ def _run(logits: torch.Tensor, drafts: torch.Tensor, batch: SamplingBatch,
     else:
         acc = toks = tokr = path
         out = torch.empty(bsz, dtype=torch.int64, device=dev)
-    tk._finish_kernel[(n,)](logits, logits.stride(1), vocab, k, k1, tiles, *proc_args,
-                            *filt, head.seed, head.position, drafts, n_draft, q, qid, q_len,
+    tk._finish_kernel[(n,)](logits, logits.stride(1), vocab, k, k1, tiles, head.temperature,
+                            gmask, g_sb, g_sj, head.has_grammar, bits, pval, words,
+                            head.top_k, head.top_p, head.min_p, head.seed, head.position,
+                            drafts, n_draft, q, qid, q_len,
                             tmax, tsum, targ, tcnt, tbnd, cval, cid, sv, sv2, out, acc, toks,
                             tokr, path, T_PAD=t_pad, C=c, CMAX=CMAX, CMAX2=CMAX2, BLOCK_V=bv,
                             HAS_FILTER=has_filter, VERIFY=verifying, Q_MODE=q_mode,
