@@ -25,6 +25,7 @@ import statistics
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import torch
@@ -48,17 +49,6 @@ MIX = ["issue"]
 def workload_params(rows: int, vocab: int) -> list[SamplingParams]:
     if MIX[0] in ("temperature", "grammar"):
         return [SamplingParams(temperature=0.7) for _ in range(rows)]
-    if MIX[0] == "filters":
-        kinds = [SamplingParams(temperature=0.8, top_k=50), SamplingParams(temperature=0.7,
-                                                                           top_p=0.9),
-                 SamplingParams(temperature=1.0, min_p=0.05),
-                 SamplingParams(top_k=40, top_p=0.95)]
-        return [kinds[r % len(kinds)] for r in range(rows)]
-    if MIX[0] == "penalties":
-        kinds = [SamplingParams(temperature=0.7, repetition_penalty=1.1),
-                 SamplingParams(temperature=0.7, frequency_penalty=0.3, presence_penalty=0.2,
-                                logit_bias={vocab - 1: 5.0})]
-        return [kinds[r % len(kinds)] for r in range(rows)]
     kinds = [
         SamplingParams(temperature=0),
         SamplingParams(temperature=0.8, top_k=50),
@@ -67,6 +57,13 @@ def workload_params(rows: int, vocab: int) -> list[SamplingParams]:
         SamplingParams(top_k=40, top_p=0.95, frequency_penalty=0.3, presence_penalty=0.2,
                        logit_bias={vocab - 1: 5.0}),
     ]
+    if MIX[0] == "filters":  # the filtered kinds without their penalties and bias
+        kinds = [replace(p, repetition_penalty=1.0, frequency_penalty=0.0,
+                         presence_penalty=0.0, logit_bias=None) for p in kinds[1:]]
+        return [kinds[r % len(kinds)] for r in range(rows)]
+    if MIX[0] == "penalties":  # the penalised kinds at temperature 0.7 without filters
+        kinds = [replace(p, temperature=0.7, top_k=0, top_p=1.0, min_p=0.0) for p in kinds[3:]]
+        return [kinds[r % len(kinds)] for r in range(rows)]
     # row 0 is the all-features kind, so B = 1 measures it rather than a greedy row (run 4's
     # B = 1 figures in NOTES-sampler.md were for the greedy row)
     return [kinds[(r + len(kinds) - 1) % len(kinds)] for r in range(rows)]
