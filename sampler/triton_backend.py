@@ -8,10 +8,10 @@ per call, every kernel gridded over rows (N = B * (K+1)), (rows, vocabulary tile
 requests:
 
 1. `_pre_kernel` (N, [1 +] parts), with no memset before it:
-   - the patch (only when some row has penalties, bias or earlier drafts): at the ids the
-     history, bias and drafts touch (never the whole vocabulary) the penalised, biased
-     logit, written once by each id's owner entry (no [N, V] scratch, no phases), so a
-     tile reads one bit per token;
+   - the patch (only when some row has penalties or bias): at the ids the history, bias
+     and drafts touch (never the whole vocabulary) the penalised, biased logit, written
+     once by each id's owner entry (no [N, V] scratch, no phases), so a tile reads one bit
+     per token; one program a request writes its K + 1 rows at once, and one bit set;
    - for rows with top-k/top-p/min-p, the candidate threshold from a 1/16-1/8 sample of
      the row (the RANK-th largest of 64 group maxima), so that ~100-300 tokens lie above it.
 2. `_tile_kernel` (B, K + 1, T): the one full read of the logits. Per tile: max, sum exp,
@@ -67,6 +67,7 @@ CMAX2 = 512  # tokens per row the second chance collects
 # tk.STAMP_COUNT: the row's candidate count before the raise), returned as _Raw.stamps.
 FINISH_STAMP = False
 BLOCK_Q = 8
+PATCH_VALUES = int(os.environ.get("SONICSPEC_PATCH_VALUES", "1024"))  # [K1_PAD, BLOCK_H] max
 # No multiply-add contraction: `x - f * count` must round twice, as torch computes it.
 INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 OPTS: dict[str, bool] = ({} if INTERPRET
@@ -210,7 +211,7 @@ def _run(logits: torch.Tensor, drafts: torch.Tensor, batch: SamplingBatch,
     has_filter = head.max_top_k > 0 or head.any_top_p or head.any_min_p
     # No memset: the patch programs zero their rows' bits, a tile zeroes its slot counter
     # when it needs it, and the threshold tickets live in a buffer that outlives the call.
-    bits = torch.empty(n * words if has_patch else 1, dtype=torch.int32, device=dev)
+    bits = torch.empty(bsz * words if has_patch else 1, dtype=torch.int32, device=dev)
     thr = torch.empty(n if has_filter else 1, **f32)
     pval = _pre(logits, drafts, n_draft if has_nd else None, head, bits, has_patch, None,
                 thr if has_filter else None)
@@ -285,10 +286,11 @@ def _tickets(rows: int, dev: torch.device) -> torch.Tensor:
 
 def patch(logits: torch.Tensor, drafts: torch.Tensor, num_draft: torch.Tensor | None,
           head: SamplingBatch, bits: torch.Tensor) -> torch.Tensor:
-    """The patch alone (`_pre_kernel` without the thresholds): sets in `bits` ([N, ceil(V/32)]
-    int32; the kernel zeroes it) the ids each row's history, bias and earlier drafts touch
-    and returns pval [N, V] float32 holding their penalised, biased logits there (elsewhere
-    unwritten).
+    """The patch alone (`_pre_kernel` without the thresholds): sets in `bits` ([B, ceil(V/32)]
+    int32, one set a request shared by its K + 1 rows; the kernel zeroes it) the ids each
+    request's history, bias and drafts (when some request has penalties) touch and returns
+    pval [N, V] float32 holding each row's penalised, biased logits there (a draft at or
+    after the row's position: its unchanged logit; elsewhere unwritten).
     logits [B, K+1, V] contiguous, drafts [B, K] int64."""
     return _pre(logits, drafts, num_draft, head, bits, True, None, None)
 
@@ -333,7 +335,9 @@ def _pre(logits: torch.Tensor, drafts: torch.Tensor, num_draft: torch.Tensor | N
         return pval
     hist_ids, hist_counts = head.hist_ids.contiguous(), head.hist_counts.contiguous()
     bias_ids, bias_values = head.bias_ids.contiguous(), head.bias_values.contiguous()
-    block_h = min(512, tk.next_pow2(hist_ids.shape[1]))
+    k1_pad = tk.next_pow2(k1)
+    # [K1_PAD, BLOCK_H] values a history chunk: at most 2048 (16 a thread of 4 warps)
+    block_h = min(512, tk.next_pow2(hist_ids.shape[1]), max(16, PATCH_VALUES // k1_pad))
     block_b = min(64, tk.next_pow2(bias_ids.shape[1]))
     gm = head.grammar_bitmask
     gmask, g_sb, g_sj = (head.has_grammar, 0, 0) if gm is None else (gm, gm.stride(0),
@@ -352,7 +356,7 @@ def _pre(logits: torch.Tensor, drafts: torch.Tensor, num_draft: torch.Tensor | N
         pval if thr is None else thr, parts,
         HAS_HIST=has_patch and head.any_penalty, HAS_BIAS=has_patch and head.any_bias,
         HAS_EXTRA=has_patch and k > 0 and head.any_penalty, HAS_ND=num_draft is not None,
-        BLOCK_H=block_h, BLOCK_B=block_b, BLOCK_K=tk.next_pow2(k),
+        BLOCK_H=block_h, BLOCK_B=block_b, BLOCK_K=tk.next_pow2(k), K1_PAD=k1_pad,
         HIST_CHUNK=min(block_h, max(16, 8192 // block_b)),
         BIAS_CHUNK=min(block_b, max(1, 8192 // block_h)), HAS_PATCH=has_patch,
         HAS_THR=has_thr, HAS_GRAMMAR=gm is not None, **plan, **kernel_options("_pre_kernel"))

@@ -273,14 +273,14 @@ def _processed(logits_ptr, n, b, j, offs, V, row_stride, temp,
                HAS_GRAMMAR: tl.constexpr, HAS_PATCH: tl.constexpr):
     """Processed, temperature-scaled float32 logits of row n at token ids offs (-inf outside
     [0, V)): grammar -> repetition -> frequency/presence -> bias -> / temp (1 for greedy).
-    Penalties and bias come precomputed at the patched ids (`_patch_row`), so a token
+    Penalties and bias come precomputed at the patched ids (`_patch_req`), so a token
     costs one bit test here; the grammar mask is applied after the patch, which is the
     same (a masked token stays -inf through the penalties)."""
     inb = (offs < V) & (offs >= 0)
     x = tl.load(logits_ptr + n.to(tl.int64) * row_stride + offs, mask=inb,
                 other=float("-inf")).to(tl.float32)
     if HAS_PATCH:
-        pw = tl.load(bits_ptr + n.to(tl.int64) * W + offs // 32, mask=inb, other=0)
+        pw = tl.load(bits_ptr + b.to(tl.int64) * W + offs // 32, mask=inb, other=0)
         hit = inb & (((pw >> (offs % 32)) & 1) != 0)
         x = tl.where(hit, tl.load(pval_ptr + n.to(tl.int64) * V + offs, mask=hit, other=0.0),
                      x)
@@ -301,23 +301,37 @@ def _keep(x, x_lo, m0, s_a, pthr, minp):
 
 
 @triton.jit
-def _write_patch(logits_ptr, n, row_stride, ids, ok, seen, cnt, bv, rep, freq, pres, pbase,
-                 bits_row):
-    """Store the penalised, biased logit (before temperature) at ids, in torch's order of
-    operations, and set their bits: repetition if seen, - freq * generated count,
-    - presence if generated, + bias."""
-    x = tl.load(logits_ptr + n.to(tl.int64) * row_stride + ids, mask=ok, other=0.0)
+def _write_patch(logits_ptr, row0, row_stride, jj, K1, ids, ok, seen, cnt, bv, rep, freq, pres,
+                 pval_ptr, V, bits_row):
+    """Store the penalised, biased logit (before temperature) at ids in rows row0 + jj
+    (jj [K1_PAD, 1]: the request's positions; seen, cnt and bv per position and id), in
+    torch's order of operations, and set the ids' bits once: repetition if seen, - freq *
+    generated count, - presence if generated, + bias."""
+    live = ok[None, :] & (jj < K1)
+    rows = row0 + jj
+    x = tl.load(logits_ptr + rows * row_stride + ids[None, :], mask=live, other=0.0)
     x = x.to(tl.float32)
     c = cnt.to(tl.float32)
     y = tl.where(seen, tl.where(x > 0, _div(x, rep), x * rep), x)
     y = y - freq * c
     y = y - pres * (c > 0).to(tl.float32)
-    # (by inline PTX in the ids' layout, these two dropped 5 layout conversions and 10
-    # barriers from the pre kernel, and no time: run 28's sweep)
-    tl.store(pbase + ids, y + bv, mask=ok)
+    tl.store(pval_ptr + rows * V + ids[None, :], y + bv, mask=live)
     # relaxed: only later kernels read the bits (Triton's default, acq_rel, fences each)
     tl.atomic_or(bits_row + ids // 32, (1 << (ids % 32)).to(tl.int32), mask=ok,
                  sem="relaxed")
+
+
+@triton.jit
+def _earlier(ids, jj, draft_ptr, b, K, nd, V, BLOCK_K: tl.constexpr, HAS_EXTRA: tl.constexpr):
+    """[K1_PAD, len(ids)]: per position jj ([K1_PAD, 1]) and id, how many of request b's
+    drafts before position jj (those below num_draft nd, inside [0, V)) equal it."""
+    c = (jj + ids[None, :] * 0).to(tl.int32) * 0
+    if HAS_EXTRA:
+        for k in tl.static_range(BLOCK_K):
+            d = tl.load(draft_ptr + b * K + k, mask=k < K, other=-1)
+            d_ok = (k < K) & (k < nd) & (d >= 0) & (d < V)
+            c += ((ids[None, :] == d) & d_ok & (jj > k)).to(tl.int32)
+    return c
 
 
 @triton.jit
@@ -366,28 +380,32 @@ def _pre_kernel(logits_ptr, row_stride, hist_ids_ptr, hist_cnt_ptr, hist_cap, bi
                 gmax_ptr, tick_ptr, thr_ptr, parts,
                 HAS_HIST: tl.constexpr, HAS_BIAS: tl.constexpr, HAS_EXTRA: tl.constexpr,
                 HAS_ND: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_B: tl.constexpr,
-                BLOCK_K: tl.constexpr, HIST_CHUNK: tl.constexpr, BIAS_CHUNK: tl.constexpr,
-                HAS_PATCH: tl.constexpr, HAS_THR: tl.constexpr, HAS_GRAMMAR: tl.constexpr,
+                BLOCK_K: tl.constexpr, K1_PAD: tl.constexpr, HIST_CHUNK: tl.constexpr,
+                BIAS_CHUNK: tl.constexpr, HAS_PATCH: tl.constexpr, HAS_THR: tl.constexpr,
+                HAS_GRAMMAR: tl.constexpr,
                 GB: tl.constexpr, G_RUNS: tl.constexpr, STRIDE: tl.constexpr,
                 RANK: tl.constexpr):
-    """Everything before the read, over grid (rows N, [patch] + parts): program (n, 0) the
-    row's patch (`_patch_row`) when HAS_PATCH, the others the `parts` parts of its candidate
-    threshold (`_thr_part`) when HAS_THR (a runtime count: one per row for large batches)."""
+    """Everything before the read, over grid (rows N, [patch] + parts): program (n, 0) of a
+    request's first row n = b (K + 1) its patch (`_patch_req`) when HAS_PATCH (the other
+    rows' (n, 0) end at once), the others the `parts` parts of row n's candidate threshold
+    (`_thr_part`) when HAS_THR (a runtime count: one per row for large batches)."""
     _after_prior(RELEASE_LATE=True)  # (the tile kernel after it reads the logits early)
     n = tl.program_id(0)
     q = tl.program_id(1)
     if HAS_PATCH:
-        if q == 0:
-            # the row's bit words, zeroed here (no memset before the launch), then set
+        if (q == 0) & (n % K1 == 0):
+            # request b = n / (K + 1)'s patch, for all its rows, by its first row's program:
+            # the request's bit words, zeroed here (no memset before the launch), then set
+            b = n // K1
             zb = tl.arange(0, 1024)
             for w0 in range(0, W, 1024):
-                tl.store(bits_ptr + n.to(tl.int64) * W + w0 + zb, 0, mask=w0 + zb < W)
+                tl.store(bits_ptr + b.to(tl.int64) * W + w0 + zb, 0, mask=w0 + zb < W)
             tl.debug_barrier()
-            _patch_row(logits_ptr, row_stride, hist_ids_ptr, hist_cnt_ptr, hist_cap,
+            _patch_req(logits_ptr, row_stride, hist_ids_ptr, hist_cnt_ptr, hist_cap,
                        bias_ids_ptr, bias_val_ptr, bias_cap, draft_ptr, ndraft_ptr, K, K1,
-                       rep_ptr, freq_ptr, pres_ptr, bits_ptr, pval_ptr, V, W, n,
+                       rep_ptr, freq_ptr, pres_ptr, bits_ptr, pval_ptr, V, W, b,
                        HAS_HIST, HAS_BIAS, HAS_EXTRA, HAS_ND, BLOCK_H, BLOCK_B, BLOCK_K,
-                       HIST_CHUNK, BIAS_CHUNK)
+                       K1_PAD, HIST_CHUNK, BIAS_CHUNK)
         q = q - 1
     if HAS_THR:  # noqa: SIM102 - a constexpr branch around a runtime one
         if q >= 0:
@@ -457,40 +475,36 @@ def _thr_part(logits_ptr, row_stride, V, K1, n, q, parts, temp_ptr, gmask_ptr, g
 
 
 @triton.jit
-def _patch_row(logits_ptr, row_stride, hist_ids_ptr, hist_cnt_ptr, hist_cap, bias_ids_ptr,
+def _patch_req(logits_ptr, row_stride, hist_ids_ptr, hist_cnt_ptr, hist_cap, bias_ids_ptr,
                bias_val_ptr, bias_cap, draft_ptr, ndraft_ptr, K, K1, rep_ptr, freq_ptr,
-               pres_ptr, bits_ptr, pval_ptr, V, W, n,
+               pres_ptr, bits_ptr, pval_ptr, V, W, b,
                HAS_HIST: tl.constexpr, HAS_BIAS: tl.constexpr, HAS_EXTRA: tl.constexpr,
                HAS_ND: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_B: tl.constexpr,
-               BLOCK_K: tl.constexpr, HIST_CHUNK: tl.constexpr, BIAS_CHUNK: tl.constexpr):
-    """Row n's patch, over the ids its history, logit bias and earlier drafts touch
-    (never the whole vocabulary): the processed value at each such id, written once by the
-    id's owner, and its bit. History ids are unique per request (the batch merges prompt
-    and output) and so are bias ids; an id is owned by its history entry, else by its bias
-    entry, else by its first earlier draft. The owner gathers the id's other contributions
-    by comparing against the (short) other groups in registers: no [N, V] scratch, no
-    atomics but the bits, no phases. Generated count = output count + equal earlier drafts;
-    seen = in the history or among the earlier drafts. The comparisons take the other group
-    in chunks of HIST_CHUNK / BIAS_CHUNK (as wide as fits ~8K compares in registers), so a
-    short list costs one load instead of a serial loop of dependent global loads."""
-    b = n // K1
-    j = n % K1
-    pbase = pval_ptr + n.to(tl.int64) * V
-    bits_row = bits_ptr + n.to(tl.int64) * W
+               BLOCK_K: tl.constexpr, K1_PAD: tl.constexpr, HIST_CHUNK: tl.constexpr,
+               BIAS_CHUNK: tl.constexpr):
+    """Request b's patch, over the ids its history, logit bias and drafts touch (never the
+    whole vocabulary): one bit set for the request, shared by its K + 1 rows, and in each
+    row n = b (K + 1) + j the processed value at every such id, all positions at once
+    ([K1_PAD, ids] tensors: one gather round trip for the K + 1 rows, not one a row). A
+    draft id that position j has not yet seen (a later draft) holds its unchanged logit
+    there. History ids are unique per request (the batch merges prompt and output) and so
+    are bias ids; an id is owned by its history entry, else by its bias entry, else by its
+    first draft. The owner gathers the id's other contributions by comparing against the
+    (short) other groups in registers: no [N, V] scratch, no atomics but the bits, no phases.
+    Generated count = output count + equal earlier drafts; seen = in the history or among
+    the earlier drafts. The comparisons take the other group in chunks of HIST_CHUNK /
+    BIAS_CHUNK (as wide as fits ~8K compares in registers), so a short list costs one load
+    instead of a serial loop of dependent global loads."""
+    row0 = b.to(tl.int64) * K1
+    jj = tl.arange(0, K1_PAD)[:, None]
+    bits_row = bits_ptr + b.to(tl.int64) * W
     rep = tl.load(rep_ptr + b)
     freq = tl.load(freq_ptr + b)
     pres = tl.load(pres_ptr + b)
-    kb = tl.arange(0, BLOCK_K)
-    if HAS_EXTRA:
-        if HAS_ND:
-            nd = tl.load(ndraft_ptr + b)
-        else:
-            nd = K
-        xd = tl.load(draft_ptr + b * K + kb, mask=kb < K, other=-1)
-        xd_ok = (kb < j) & (kb < nd) & (xd >= 0) & (xd < V)
+    if HAS_ND:
+        nd = tl.load(ndraft_ptr + b)
     else:
-        xd = tl.full([BLOCK_K], -1, tl.int64)
-        xd_ok = kb < 0
+        nd = K
     if HAS_HIST:
         hb = tl.arange(0, BLOCK_H)
         for start in range(0, hist_cap, BLOCK_H):
@@ -498,12 +512,12 @@ def _patch_row(logits_ptr, row_stride, hist_ids_ptr, hist_cnt_ptr, hist_cap, bia
             ids = _list_at(hist_ids_ptr, b, hist_cap, h, -1)
             ok = (ids >= 0) & (ids < V)
             cnt = tl.where(ok, _list_at(hist_cnt_ptr, b, hist_cap, h, 0), 0)
-            cnt += _count_in(ids, xd, xd_ok)
+            cnt = cnt[None, :] + _earlier(ids, jj, draft_ptr, b, K, nd, V, BLOCK_K, HAS_EXTRA)
             bv = tl.zeros([BLOCK_H], tl.float32)
             if HAS_BIAS:
                 bv = _bias_for(ids, bias_ids_ptr, bias_val_ptr, b, bias_cap, BIAS_CHUNK)
-            _write_patch(logits_ptr, n, row_stride, ids, ok, ok, cnt, bv, rep, freq, pres,
-                         pbase, bits_row)
+            _write_patch(logits_ptr, row0, row_stride, jj, K1, ids, ok, ok[None, :], cnt,
+                         bv[None, :], rep, freq, pres, pval_ptr, V, bits_row)
     if HAS_BIAS:
         bb = tl.arange(0, BLOCK_B)
         for start in range(0, bias_cap, BLOCK_B):
@@ -513,11 +527,13 @@ def _patch_row(logits_ptr, row_stride, hist_ids_ptr, hist_cnt_ptr, hist_cap, bia
             if HAS_HIST:  # (one chunk of the history per compare: no serial loads)
                 ok = ok & (_in_list(ids, hist_ids_ptr, b, hist_cap, HIST_CHUNK) == 0)
             val = tl.where(ok, _list_at(bias_val_ptr, b, bias_cap, h, 0.0), 0.0)
-            cnt = _count_in(ids, xd, xd_ok)
-            _write_patch(logits_ptr, n, row_stride, ids, ok, cnt > 0, cnt, val, rep, freq,
-                         pres, pbase, bits_row)
+            cnt = _earlier(ids, jj, draft_ptr, b, K, nd, V, BLOCK_K, HAS_EXTRA)
+            _write_patch(logits_ptr, row0, row_stride, jj, K1, ids, ok, cnt > 0, cnt,
+                         val[None, :], rep, freq, pres, pval_ptr, V, bits_row)
     if HAS_EXTRA:
-        cnt = _count_in(xd, xd, xd_ok)
+        kb = tl.arange(0, BLOCK_K)
+        xd = tl.load(draft_ptr + b * K + kb, mask=kb < K, other=-1)
+        xd_ok = (kb < K) & (kb < nd) & (xd >= 0) & (xd < V)
         same = (xd[:, None] == xd[None, :]) & xd_ok[None, :]
         first = tl.sum((same & (kb[None, :] < kb[:, None])).to(tl.int32), 1) == 0
         ok = xd_ok & first
@@ -525,8 +541,9 @@ def _patch_row(logits_ptr, row_stride, hist_ids_ptr, hist_cnt_ptr, hist_cap, bia
             ok = ok & (_in_list(xd, hist_ids_ptr, b, hist_cap, BLOCK_H) == 0)
         if HAS_BIAS:
             ok = ok & (_in_list(xd, bias_ids_ptr, b, bias_cap, BLOCK_B) == 0)
-        _write_patch(logits_ptr, n, row_stride, xd, ok, ok, cnt, 0.0, rep, freq, pres, pbase,
-                     bits_row)
+        cnt = _earlier(xd, jj, draft_ptr, b, K, nd, V, BLOCK_K, HAS_EXTRA)
+        _write_patch(logits_ptr, row0, row_stride, jj, K1, xd, ok, cnt > 0, cnt, 0.0, rep,
+                     freq, pres, pval_ptr, V, bits_row)
 
 
 # The tile's logits, read once, go first out of L2 (evict_first), so that the stats and
@@ -631,7 +648,7 @@ def _tile_kernel(logits_ptr, row_stride, V, K1, temp_ptr, flags_ptr,
         # if any, is an earlier draft's unchanged logit; loading the whole tile of values
         # with the bits, without the round trip after them, was slower at B >= 64: run 33)
         if (flags & 2) != 0:
-            pw = tl.load(bits_ptr + n.to(tl.int64) * W + word, mask=word < W, other=0)
+            pw = tl.load(bits_ptr + b.to(tl.int64) * W + word, mask=word < W, other=0)
             hit = ((pw[:, None] >> lane[None, :]) & 1) != 0  # (bits past V are never set)
             # (x as the masked-off value: each hit loads into x's own register, and nothing
             # waits on one row's values before the next row's words are loaded)

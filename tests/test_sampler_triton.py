@@ -158,9 +158,10 @@ def _patch_long(vocab: int) -> list:
 
 
 def _check_patch(vocab, params, prompts, outputs, drafts, num_draft) -> list:
-    """Run `triton_backend.patch` for these requests (verify, K = drafts' width): the patched
-    ids are exactly history | bias | earlier drafts, and the value there is bit-identical to
-    the torch processing (penalties from the history plus the earlier drafts, then bias)."""
+    """Run `triton_backend.patch` for these requests (verify, K = drafts' width): a request's
+    patched ids are exactly history | bias | drafts (below num_draft), and the value there
+    in each of its rows is bit-identical to the torch processing (penalties from the
+    history plus the earlier drafts, then bias; a later draft's logit unchanged)."""
     import torch
 
     from sampler import SamplingBatch
@@ -172,7 +173,7 @@ def _check_patch(vocab, params, prompts, outputs, drafts, num_draft) -> list:
     batch = SamplingBatch.from_requests(params, prompts, outputs, vocab, num_positions=k + 1)
     logits = torch.randn(rows, k + 1, vocab, generator=torch.Generator().manual_seed(3)) * 3
     # not zeroed: the patch programs zero their rows' words themselves
-    bits = torch.full((rows * (k + 1), (vocab + 31) // 32), -1, dtype=torch.int32)
+    bits = torch.full((rows, (vocab + 31) // 32), -1, dtype=torch.int32)
     pval = tri.patch(logits, drafts, num_draft, batch.head(rows), bits)
     nd = torch.full((rows,), k) if num_draft is None else num_draft
     expanded, _, earlier = _expand_positions(batch, rows, k + 1, drafts, nd)
@@ -180,16 +181,16 @@ def _check_patch(vocab, params, prompts, outputs, drafts, num_draft) -> list:
     ids = torch.arange(vocab)
     hit = ((bits[:, ids // 32] >> (ids % 32)) & 1) != 0
     touched = torch.zeros_like(hit)
-    for n in range(rows * (k + 1)):
-        b = n // (k + 1)
+    for b in range(rows):
         for t in prompts[b] + outputs[b] + list(params[b].logit_bias or {}) + \
-                [int(d) for d in earlier[n] if d >= 0]:
-            touched[n, t] = True
+                [int(d) for d in drafts[b, :int(nd[b])] if 0 <= d < vocab]:
+            touched[b, t] = True
     out = []
     if not torch.equal(hit, touched):
         out.append(f"patched ids {hit.nonzero().tolist()} != {touched.nonzero().tolist()}")
-    if not torch.equal(pval[hit], want[hit]):
-        out.append(f"values {pval[hit].tolist()} != {want[hit].tolist()}")
+    rows_hit = hit.repeat_interleave(k + 1, 0)
+    if not torch.equal(pval[rows_hit], want[rows_hit]):
+        out.append(f"values {pval[rows_hit].tolist()} != {want[rows_hit].tolist()}")
     return out
 
 
