@@ -67,7 +67,8 @@ CMAX2 = 512  # tokens per row the second chance collects
 # tk.STAMP_COUNT: the row's candidate count before the raise), returned as _Raw.stamps.
 FINISH_STAMP = False
 BLOCK_Q = 8
-PATCH_VALUES = int(os.environ.get("SONICSPEC_PATCH_VALUES", "1024"))  # [K1_PAD, BLOCK_H] max
+PATCH_VALUES = int(os.environ.get("SONICSPEC_PATCH_VALUES", "1024"))  # [POS, BLOCK_H] max
+PATCH_POS = int(os.environ.get("SONICSPEC_PATCH_POS", "1"))  # positions a patch program
 # No multiply-add contraction: `x - f * count` must round twice, as torch computes it.
 INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 OPTS: dict[str, bool] = ({} if INTERPRET
@@ -335,9 +336,9 @@ def _pre(logits: torch.Tensor, drafts: torch.Tensor, num_draft: torch.Tensor | N
         return pval
     hist_ids, hist_counts = head.hist_ids.contiguous(), head.hist_counts.contiguous()
     bias_ids, bias_values = head.bias_ids.contiguous(), head.bias_values.contiguous()
-    k1_pad = tk.next_pow2(k1)
-    # [K1_PAD, BLOCK_H] values a history chunk: at most 2048 (16 a thread of 4 warps)
-    block_h = min(512, tk.next_pow2(hist_ids.shape[1]), max(16, PATCH_VALUES // k1_pad))
+    # positions a patch program writes ([POS, BLOCK_H] values a history chunk)
+    pos = min(PATCH_POS, tk.next_pow2(k1))
+    block_h = min(512, tk.next_pow2(hist_ids.shape[1]), max(16, PATCH_VALUES // pos))
     block_b = min(64, tk.next_pow2(bias_ids.shape[1]))
     gm = head.grammar_bitmask
     gmask, g_sb, g_sj = (head.has_grammar, 0, 0) if gm is None else (gm, gm.stride(0),
@@ -356,7 +357,7 @@ def _pre(logits: torch.Tensor, drafts: torch.Tensor, num_draft: torch.Tensor | N
         pval if thr is None else thr, parts,
         HAS_HIST=has_patch and head.any_penalty, HAS_BIAS=has_patch and head.any_bias,
         HAS_EXTRA=has_patch and k > 0 and head.any_penalty, HAS_ND=num_draft is not None,
-        BLOCK_H=block_h, BLOCK_B=block_b, BLOCK_K=tk.next_pow2(k), K1_PAD=k1_pad,
+        BLOCK_H=block_h, BLOCK_B=block_b, BLOCK_K=tk.next_pow2(k), K1_PAD=pos,
         HIST_CHUNK=min(block_h, max(16, 8192 // block_b)),
         BIAS_CHUNK=min(block_b, max(1, 8192 // block_h)), HAS_PATCH=has_patch,
         HAS_THR=has_thr, HAS_GRAMMAR=gm is not None, **plan, **kernel_options("_pre_kernel"))

@@ -302,7 +302,7 @@ def _keep(x, x_lo, m0, s_a, pthr, minp):
 
 @triton.jit
 def _write_patch(logits_ptr, row0, row_stride, jj, K1, ids, ok, seen, cnt, bv, rep, freq, pres,
-                 pval_ptr, V, bits_row):
+                 pval_ptr, V, bits_row, set_bits):
     """Store the penalised, biased logit (before temperature) at ids in rows row0 + jj
     (jj [K1_PAD, 1]: the request's positions; seen, cnt and bv per position and id), in
     torch's order of operations, and set the ids' bits once: repetition if seen, - freq *
@@ -317,7 +317,7 @@ def _write_patch(logits_ptr, row0, row_stride, jj, K1, ids, ok, seen, cnt, bv, r
     y = y - pres * (c > 0).to(tl.float32)
     tl.store(pval_ptr + rows * V + ids[None, :], y + bv, mask=live)
     # relaxed: only later kernels read the bits (Triton's default, acq_rel, fences each)
-    tl.atomic_or(bits_row + ids // 32, (1 << (ids % 32)).to(tl.int32), mask=ok,
+    tl.atomic_or(bits_row + ids // 32, (1 << (ids % 32)).to(tl.int32), mask=ok & set_bits,
                  sem="relaxed")
 
 
@@ -393,17 +393,19 @@ def _pre_kernel(logits_ptr, row_stride, hist_ids_ptr, hist_cnt_ptr, hist_cap, bi
     n = tl.program_id(0)
     q = tl.program_id(1)
     if HAS_PATCH:
-        if (q == 0) & (n % K1 == 0):
-            # request b = n / (K + 1)'s patch, for all its rows, by its first row's program:
-            # the request's bit words, zeroed here (no memset before the launch), then set
+        if (q == 0) & (n % K1 % K1_PAD == 0):
+            # rows n .. n + K1_PAD - 1 of request b = n / (K + 1); its first row's program
+            # also zeroes the request's bit words (no memset before the launch), then sets them
             b = n // K1
-            zb = tl.arange(0, 1024)
-            for w0 in range(0, W, 1024):
-                tl.store(bits_ptr + b.to(tl.int64) * W + w0 + zb, 0, mask=w0 + zb < W)
-            tl.debug_barrier()
+            jbase = n % K1
+            if jbase == 0:
+                zb = tl.arange(0, 1024)
+                for w0 in range(0, W, 1024):
+                    tl.store(bits_ptr + b.to(tl.int64) * W + w0 + zb, 0, mask=w0 + zb < W)
+                tl.debug_barrier()
             _patch_req(logits_ptr, row_stride, hist_ids_ptr, hist_cnt_ptr, hist_cap,
                        bias_ids_ptr, bias_val_ptr, bias_cap, draft_ptr, ndraft_ptr, K, K1,
-                       rep_ptr, freq_ptr, pres_ptr, bits_ptr, pval_ptr, V, W, b,
+                       rep_ptr, freq_ptr, pres_ptr, bits_ptr, pval_ptr, V, W, b, jbase,
                        HAS_HIST, HAS_BIAS, HAS_EXTRA, HAS_ND, BLOCK_H, BLOCK_B, BLOCK_K,
                        K1_PAD, HIST_CHUNK, BIAS_CHUNK)
         q = q - 1
@@ -477,7 +479,7 @@ def _thr_part(logits_ptr, row_stride, V, K1, n, q, parts, temp_ptr, gmask_ptr, g
 @triton.jit
 def _patch_req(logits_ptr, row_stride, hist_ids_ptr, hist_cnt_ptr, hist_cap, bias_ids_ptr,
                bias_val_ptr, bias_cap, draft_ptr, ndraft_ptr, K, K1, rep_ptr, freq_ptr,
-               pres_ptr, bits_ptr, pval_ptr, V, W, b,
+               pres_ptr, bits_ptr, pval_ptr, V, W, b, jbase,
                HAS_HIST: tl.constexpr, HAS_BIAS: tl.constexpr, HAS_EXTRA: tl.constexpr,
                HAS_ND: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_B: tl.constexpr,
                BLOCK_K: tl.constexpr, K1_PAD: tl.constexpr, HIST_CHUNK: tl.constexpr,
@@ -496,8 +498,9 @@ def _patch_req(logits_ptr, row_stride, hist_ids_ptr, hist_cnt_ptr, hist_cap, bia
     BIAS_CHUNK (as wide as fits ~8K compares in registers), so a short list costs one load
     instead of a serial loop of dependent global loads."""
     row0 = b.to(tl.int64) * K1
-    jj = tl.arange(0, K1_PAD)[:, None]
+    jj = jbase + tl.arange(0, K1_PAD)[:, None]
     bits_row = bits_ptr + b.to(tl.int64) * W
+    set_bits = jbase == 0  # (the request's first program sets its bits)
     rep = tl.load(rep_ptr + b)
     freq = tl.load(freq_ptr + b)
     pres = tl.load(pres_ptr + b)
@@ -517,7 +520,7 @@ def _patch_req(logits_ptr, row_stride, hist_ids_ptr, hist_cnt_ptr, hist_cap, bia
             if HAS_BIAS:
                 bv = _bias_for(ids, bias_ids_ptr, bias_val_ptr, b, bias_cap, BIAS_CHUNK)
             _write_patch(logits_ptr, row0, row_stride, jj, K1, ids, ok, ok[None, :], cnt,
-                         bv[None, :], rep, freq, pres, pval_ptr, V, bits_row)
+                         bv[None, :], rep, freq, pres, pval_ptr, V, bits_row, set_bits)
     if HAS_BIAS:
         bb = tl.arange(0, BLOCK_B)
         for start in range(0, bias_cap, BLOCK_B):
@@ -529,7 +532,7 @@ def _patch_req(logits_ptr, row_stride, hist_ids_ptr, hist_cnt_ptr, hist_cap, bia
             val = tl.where(ok, _list_at(bias_val_ptr, b, bias_cap, h, 0.0), 0.0)
             cnt = _earlier(ids, jj, draft_ptr, b, K, nd, V, BLOCK_K, HAS_EXTRA)
             _write_patch(logits_ptr, row0, row_stride, jj, K1, ids, ok, cnt > 0, cnt,
-                         val[None, :], rep, freq, pres, pval_ptr, V, bits_row)
+                         val[None, :], rep, freq, pres, pval_ptr, V, bits_row, set_bits)
     if HAS_EXTRA:
         kb = tl.arange(0, BLOCK_K)
         xd = tl.load(draft_ptr + b * K + kb, mask=kb < K, other=-1)
@@ -543,7 +546,7 @@ def _patch_req(logits_ptr, row_stride, hist_ids_ptr, hist_cnt_ptr, hist_cap, bia
             ok = ok & (_in_list(xd, bias_ids_ptr, b, bias_cap, BLOCK_B) == 0)
         cnt = _earlier(xd, jj, draft_ptr, b, K, nd, V, BLOCK_K, HAS_EXTRA)
         _write_patch(logits_ptr, row0, row_stride, jj, K1, xd, ok, cnt > 0, cnt, 0.0, rep,
-                     freq, pres, pval_ptr, V, bits_row)
+                     freq, pres, pval_ptr, V, bits_row, set_bits)
 
 
 # The tile's logits, read once, go first out of L2 (evict_first), so that the stats and
