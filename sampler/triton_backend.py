@@ -357,8 +357,7 @@ def _pre(logits: torch.Tensor, drafts: torch.Tensor, num_draft: torch.Tensor | N
         pval if thr is None else thr, parts,
         HAS_HIST=has_patch and head.any_penalty, HAS_BIAS=has_patch and head.any_bias,
         HAS_EXTRA=has_patch and k > 0 and head.any_penalty, HAS_ND=num_draft is not None,
-        BLOCK_H=block_h, BLOCK_B=block_b, BLOCK_K=tk.next_pow2(k), K1_PAD=pos,
-        HIST_CHUNK=min(block_h, max(16, 8192 // block_b)),
+        BLOCK_H=block_h, BLOCK_K=tk.next_pow2(k), K1_PAD=pos,
         BIAS_CHUNK=min(block_b, max(1, 8192 // block_h)), HAS_PATCH=has_patch,
         HAS_THR=has_thr, HAS_GRAMMAR=gm is not None, **plan, **kernel_options("_pre_kernel"))
     return pval

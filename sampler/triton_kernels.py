@@ -301,37 +301,38 @@ def _keep(x, x_lo, m0, s_a, pthr, minp):
 
 
 @triton.jit
-def _write_patch(logits_ptr, row0, row_stride, jj, K1, ids, ok, seen, cnt, bv, rep, freq, pres,
-                 pval_ptr, V, bits_row, set_bits):
-    """Store the penalised, biased logit (before temperature) at ids in rows row0 + jj
-    (jj [K1_PAD, 1]: the request's positions; seen, cnt and bv per position and id), in
-    torch's order of operations, and set the ids' bits once: repetition if seen, - freq *
-    generated count, - presence if generated, + bias."""
+def _gather(logits_ptr, row0, row_stride, jj, K1, ids, ok):
+    """The logits at ids in rows row0 + jj (jj [K1_PAD, 1]: positions below K1), float32."""
     live = ok[None, :] & (jj < K1)
-    rows = row0 + jj
-    x = tl.load(logits_ptr + rows * row_stride + ids[None, :], mask=live, other=0.0)
-    x = x.to(tl.float32)
+    x = tl.load(logits_ptr + (row0 + jj) * row_stride + ids[None, :], mask=live, other=0.0)
+    return x.to(tl.float32)
+
+
+@triton.jit
+def _write_patch(x, row0, jj, K1, ids, ok, seen, cnt, bv, rep, freq, pres, pval_ptr, V,
+                 bits_row, set_bits):
+    """Store the penalised, biased logit (before temperature) for the logits x at ids in rows
+    row0 + jj (seen, cnt and bv per position and id), in torch's order of operations, and,
+    when set_bits, set the ids' bits: repetition if seen, - freq * generated count,
+    - presence if generated, + bias."""
+    live = ok[None, :] & (jj < K1)
     c = cnt.to(tl.float32)
     y = tl.where(seen, tl.where(x > 0, _div(x, rep), x * rep), x)
     y = y - freq * c
     y = y - pres * (c > 0).to(tl.float32)
-    tl.store(pval_ptr + rows * V + ids[None, :], y + bv, mask=live)
+    tl.store(pval_ptr + (row0 + jj) * V + ids[None, :], y + bv, mask=live)
     # relaxed: only later kernels read the bits (Triton's default, acq_rel, fences each)
     tl.atomic_or(bits_row + ids // 32, (1 << (ids % 32)).to(tl.int32), mask=ok & set_bits,
                  sem="relaxed")
 
 
 @triton.jit
-def _earlier(ids, jj, draft_ptr, b, K, nd, V, BLOCK_K: tl.constexpr, HAS_EXTRA: tl.constexpr):
-    """[K1_PAD, len(ids)]: per position jj ([K1_PAD, 1]) and id, how many of request b's
-    drafts before position jj (those below num_draft nd, inside [0, V)) equal it."""
-    c = (jj + ids[None, :] * 0).to(tl.int32) * 0
-    if HAS_EXTRA:
-        for k in tl.static_range(BLOCK_K):
-            d = tl.load(draft_ptr + b * K + k, mask=k < K, other=-1)
-            d_ok = (k < K) & (k < nd) & (d >= 0) & (d < V)
-            c += ((ids[None, :] == d) & d_ok & (jj > k)).to(tl.int32)
-    return c
+def _earlier(ids, jj, xd, xd_ok, kb):
+    """[K1_PAD, len(ids)]: per position jj ([K1_PAD, 1]) and id, how many of the request's
+    valid drafts xd (xd_ok; their indices kb) before that position equal it."""
+    eq = ((ids[None, :, None] == xd[None, None, :]) & xd_ok[None, None, :]
+          & (kb[None, None, :] < jj[:, :, None]))
+    return tl.sum(eq.to(tl.int32), 2)
 
 
 @triton.jit
@@ -341,35 +342,38 @@ def _list_at(ptr, b, cap, h, other):
 
 
 @triton.jit
-def _count_in(ids, other, other_ok):
-    """Per id, how many valid entries of `other` equal it."""
-    return tl.sum(((ids[:, None] == other[None, :]) & other_ok[None, :]).to(tl.int32), 1)
+def _found(ids, lst):
+    """Per id, whether the (loaded, -1 padded) list holds it."""
+    return tl.sum(((ids[:, None] == lst[None, :]) & (lst[None, :] >= 0)).to(tl.int32), 1) > 0
 
 
 @triton.jit
-def _bias_for(ids, bias_ids_ptr, bias_val_ptr, b, bias_cap, BLOCK_B: tl.constexpr):
-    """Per id, its logit bias (0 if it has none; bias ids are unique per request)."""
+def _bias_in(ids, bids, bval):
+    """Per id, its logit bias among the loaded entries bids / bval (bias ids are unique)."""
+    return tl.sum(tl.where((ids[:, None] == bids[None, :]) & (bids[None, :] >= 0),
+                           bval[None, :], 0.0), 1)
+
+
+@triton.jit
+def _bias_for(ids, bias_ids_ptr, bias_val_ptr, b, start, bias_cap, BLOCK_B: tl.constexpr):
+    """Per id, its logit bias among request b's entries from `start` on (0 if none)."""
     bv = tl.zeros(ids.shape, tl.float32)
     bb = tl.arange(0, BLOCK_B)
-    for start in range(0, bias_cap, BLOCK_B):
-        h = start + bb
-        bid = _list_at(bias_ids_ptr, b, bias_cap, h, -1)
-        val = _list_at(bias_val_ptr, b, bias_cap, h, 0.0)
-        bv += tl.sum(tl.where((ids[:, None] == bid[None, :]) & (bid[None, :] >= 0),
-                              val[None, :], 0.0), 1)
+    for s in range(start, bias_cap, BLOCK_B):
+        bv += _bias_in(ids, _list_at(bias_ids_ptr, b, bias_cap, s + bb, -1),
+                       _list_at(bias_val_ptr, b, bias_cap, s + bb, 0.0))
     return bv
 
 
 @triton.jit
-def _in_list(ids, list_ptr, b, cap, BLOCK_C: tl.constexpr):
-    """Per id, whether request b's list (history or bias ids, [B, cap], -1 padded) holds it."""
-    found = tl.zeros(ids.shape, tl.int32)
+def _in_list(ids, list_ptr, b, start, cap, BLOCK_C: tl.constexpr):
+    """Per id, whether request b's list (history or bias ids, [B, cap], -1 padded) holds it
+    among its entries from `start` on."""
+    found = ids < 0
     hc = tl.arange(0, BLOCK_C)
-    for start in range(0, cap, BLOCK_C):
-        h = start + hc
-        hid = _list_at(list_ptr, b, cap, h, -1)
-        found += _count_in(ids, hid, hid >= 0)
-    return found > 0
+    for s in range(start, cap, BLOCK_C):
+        found = found | _found(ids, _list_at(list_ptr, b, cap, s + hc, -1))
+    return found
 
 
 @triton.jit(do_not_specialize=["parts"])  # (batch-dependent: no recompilation at 1 or 16)
@@ -379,35 +383,24 @@ def _pre_kernel(logits_ptr, row_stride, hist_ids_ptr, hist_cnt_ptr, hist_cap, bi
                 temp_ptr, gmask_ptr, g_sb, g_sj, hasg_ptr, topk_ptr, topp_ptr, minp_ptr,
                 gmax_ptr, tick_ptr, thr_ptr, parts,
                 HAS_HIST: tl.constexpr, HAS_BIAS: tl.constexpr, HAS_EXTRA: tl.constexpr,
-                HAS_ND: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_B: tl.constexpr,
-                BLOCK_K: tl.constexpr, K1_PAD: tl.constexpr, HIST_CHUNK: tl.constexpr,
-                BIAS_CHUNK: tl.constexpr, HAS_PATCH: tl.constexpr, HAS_THR: tl.constexpr,
-                HAS_GRAMMAR: tl.constexpr,
-                GB: tl.constexpr, G_RUNS: tl.constexpr, STRIDE: tl.constexpr,
-                RANK: tl.constexpr):
-    """Everything before the read, over grid (rows N, [patch] + parts): program (n, 0) of a
-    request's first row n = b (K + 1) its patch (`_patch_req`) when HAS_PATCH (the other
-    rows' (n, 0) end at once), the others the `parts` parts of row n's candidate threshold
-    (`_thr_part`) when HAS_THR (a runtime count: one per row for large batches)."""
+                HAS_ND: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_K: tl.constexpr,
+                K1_PAD: tl.constexpr, BIAS_CHUNK: tl.constexpr, HAS_PATCH: tl.constexpr,
+                HAS_THR: tl.constexpr, HAS_GRAMMAR: tl.constexpr, GB: tl.constexpr,
+                G_RUNS: tl.constexpr, STRIDE: tl.constexpr, RANK: tl.constexpr):
+    """Everything before the read, over grid (rows N, [patch] + parts): program (n, 0) the
+    patch of rows n .. n + K1_PAD - 1 (`_patch_req`; K1_PAD = 1 by default) when HAS_PATCH,
+    the others the `parts` parts of row n's candidate threshold (`_thr_part`) when HAS_THR
+    (a runtime count: one per row for large batches)."""
     _after_prior(RELEASE_LATE=True)  # (the tile kernel after it reads the logits early)
     n = tl.program_id(0)
     q = tl.program_id(1)
     if HAS_PATCH:
-        if (q == 0) & (n % K1 % K1_PAD == 0):
-            # rows n .. n + K1_PAD - 1 of request b = n / (K + 1); its first row's program
-            # also zeroes the request's bit words (no memset before the launch), then sets them
-            b = n // K1
-            jbase = n % K1
-            if jbase == 0:
-                zb = tl.arange(0, 1024)
-                for w0 in range(0, W, 1024):
-                    tl.store(bits_ptr + b.to(tl.int64) * W + w0 + zb, 0, mask=w0 + zb < W)
-                tl.debug_barrier()
+        if (q == 0) & (n % K1 % K1_PAD == 0):  # rows n .. n + K1_PAD - 1 of request b
             _patch_req(logits_ptr, row_stride, hist_ids_ptr, hist_cnt_ptr, hist_cap,
                        bias_ids_ptr, bias_val_ptr, bias_cap, draft_ptr, ndraft_ptr, K, K1,
-                       rep_ptr, freq_ptr, pres_ptr, bits_ptr, pval_ptr, V, W, b, jbase,
-                       HAS_HIST, HAS_BIAS, HAS_EXTRA, HAS_ND, BLOCK_H, BLOCK_B, BLOCK_K,
-                       K1_PAD, HIST_CHUNK, BIAS_CHUNK)
+                       rep_ptr, freq_ptr, pres_ptr, bits_ptr, pval_ptr, V, W, n // K1, n % K1,
+                       HAS_HIST, HAS_BIAS, HAS_EXTRA, HAS_ND, BLOCK_H, BLOCK_K, K1_PAD,
+                       BIAS_CHUNK)
         q = q - 1
     if HAS_THR:  # noqa: SIM102 - a constexpr branch around a runtime one
         if q >= 0:
@@ -481,72 +474,120 @@ def _patch_req(logits_ptr, row_stride, hist_ids_ptr, hist_cnt_ptr, hist_cap, bia
                bias_val_ptr, bias_cap, draft_ptr, ndraft_ptr, K, K1, rep_ptr, freq_ptr,
                pres_ptr, bits_ptr, pval_ptr, V, W, b, jbase,
                HAS_HIST: tl.constexpr, HAS_BIAS: tl.constexpr, HAS_EXTRA: tl.constexpr,
-               HAS_ND: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_B: tl.constexpr,
-               BLOCK_K: tl.constexpr, K1_PAD: tl.constexpr, HIST_CHUNK: tl.constexpr,
-               BIAS_CHUNK: tl.constexpr):
-    """Request b's patch, over the ids its history, logit bias and drafts touch (never the
-    whole vocabulary): one bit set for the request, shared by its K + 1 rows, and in each
-    row n = b (K + 1) + j the processed value at every such id, all positions at once
-    ([K1_PAD, ids] tensors: one gather round trip for the K + 1 rows, not one a row). A
-    draft id that position j has not yet seen (a later draft) holds its unchanged logit
-    there. History ids are unique per request (the batch merges prompt and output) and so
-    are bias ids; an id is owned by its history entry, else by its bias entry, else by its
-    first draft. The owner gathers the id's other contributions by comparing against the
-    (short) other groups in registers: no [N, V] scratch, no atomics but the bits, no phases.
-    Generated count = output count + equal earlier drafts; seen = in the history or among
-    the earlier drafts. The comparisons take the other group in chunks of HIST_CHUNK /
-    BIAS_CHUNK (as wide as fits ~8K compares in registers), so a short list costs one load
-    instead of a serial loop of dependent global loads."""
+               HAS_ND: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_K: tl.constexpr,
+               K1_PAD: tl.constexpr, BIAS_CHUNK: tl.constexpr):
+    """Rows b (K + 1) + jbase + [0, K1_PAD) of request b: the patch, over the ids the
+    request's history, logit bias and drafts touch (never the whole vocabulary). One bit set
+    a request, shared by its K + 1 rows (set by the program with jbase = 0, which zeroes it
+    first); in each row the processed value at every such id (a draft that the row's
+    position has not yet seen, a later one, keeps its unchanged logit there).
+
+    History ids are unique per request (the batch merges prompt and output) and so are bias
+    ids; an id is owned by its history entry, else by its bias entry, else by its first
+    draft. The owner gathers the id's other contributions by comparing against the other
+    groups in registers: no [N, V] scratch, no atomics but the bits, no phases. Generated
+    count = output count + equal earlier drafts; seen = in the history or among the earlier
+    drafts. Two round trips when the lists fit a chunk each (history BLOCK_H ids, bias
+    BIAS_CHUNK, sized so that a compare of the two is ~8K wide): every list and setting
+    first, all in flight together; then the logits at every id of the three groups; longer
+    lists take their other chunks afterwards, one at a time."""
     row0 = b.to(tl.int64) * K1
-    jj = jbase + tl.arange(0, K1_PAD)[:, None]
+    jj = jbase + tl.arange(0, K1_PAD)[:, None]  # the positions, [K1_PAD, 1]
     bits_row = bits_ptr + b.to(tl.int64) * W
-    set_bits = jbase == 0  # (the request's first program sets its bits)
+    set_bits = jbase == 0
+    hb = tl.arange(0, BLOCK_H)
+    bb = tl.arange(0, BIAS_CHUNK)
+    kb = tl.arange(0, BLOCK_K)
+    # round trip 1: the lists' first chunks, the drafts and the settings
+    if HAS_HIST:
+        hids = _list_at(hist_ids_ptr, b, hist_cap, hb, -1)
+        hcnt = _list_at(hist_cnt_ptr, b, hist_cap, hb, 0)
+    if HAS_BIAS:
+        bids = _list_at(bias_ids_ptr, b, bias_cap, bb, -1)
+        bval = _list_at(bias_val_ptr, b, bias_cap, bb, 0.0)
+    if HAS_EXTRA:
+        xd = tl.load(draft_ptr + b * K + kb, mask=kb < K, other=-1)
+        if HAS_ND:
+            nd = tl.load(ndraft_ptr + b)
+        else:
+            nd = K
+        xd_ok = (kb < K) & (kb < nd) & (xd >= 0) & (xd < V)
+    else:
+        xd = tl.full([BLOCK_K], -1, tl.int64)
+        xd_ok = kb < 0
     rep = tl.load(rep_ptr + b)
     freq = tl.load(freq_ptr + b)
     pres = tl.load(pres_ptr + b)
-    if HAS_ND:
-        nd = tl.load(ndraft_ptr + b)
-    else:
-        nd = K
+    if set_bits:  # the request's bit words, zeroed here (no memset before the launch)
+        zb = tl.arange(0, 1024)
+        for w0 in range(0, W, 1024):
+            tl.store(bits_row + w0 + zb, 0, mask=w0 + zb < W)
+        tl.debug_barrier()
+    # owners and counts, in registers (a list longer than its chunk: its other chunks too)
     if HAS_HIST:
-        hb = tl.arange(0, BLOCK_H)
-        for start in range(0, hist_cap, BLOCK_H):
-            h = start + hb
-            ids = _list_at(hist_ids_ptr, b, hist_cap, h, -1)
+        hok = (hids >= 0) & (hids < V)
+        hc = tl.where(hok, hcnt, 0)[None, :] + _earlier(hids, jj, xd, xd_ok, kb)
+        hbv = tl.zeros([BLOCK_H], tl.float32)
+        if HAS_BIAS:
+            hbv = (_bias_in(hids, bids, bval)
+                   + _bias_for(hids, bias_ids_ptr, bias_val_ptr, b, BIAS_CHUNK, bias_cap,
+                               BIAS_CHUNK))
+    if HAS_BIAS:
+        bok = (bids >= 0) & (bids < V)
+        if HAS_HIST:
+            bok = bok & ~_found(bids, hids) & ~_in_list(bids, hist_ids_ptr, b, BLOCK_H,
+                                                        hist_cap, BLOCK_H)
+        bc = _earlier(bids, jj, xd, xd_ok, kb)
+    if HAS_EXTRA:
+        same = (xd[:, None] == xd[None, :]) & xd_ok[None, :]
+        eok = xd_ok & (tl.sum((same & (kb[None, :] < kb[:, None])).to(tl.int32), 1) == 0)
+        if HAS_HIST:
+            eok = eok & ~_found(xd, hids) & ~_in_list(xd, hist_ids_ptr, b, BLOCK_H, hist_cap,
+                                                      BLOCK_H)
+        if HAS_BIAS:
+            eok = eok & ~_found(xd, bids) & ~_in_list(xd, bias_ids_ptr, b, BIAS_CHUNK,
+                                                      bias_cap, BIAS_CHUNK)
+        ec = _earlier(xd, jj, xd, xd_ok, kb)
+    # round trip 2: the logits at every id of the three groups
+    if HAS_HIST:
+        xh = _gather(logits_ptr, row0, row_stride, jj, K1, hids, hok)
+    if HAS_BIAS:
+        xb = _gather(logits_ptr, row0, row_stride, jj, K1, bids, bok)
+    if HAS_EXTRA:
+        xe = _gather(logits_ptr, row0, row_stride, jj, K1, xd, eok)
+    if HAS_HIST:
+        _write_patch(xh, row0, jj, K1, hids, hok, hok[None, :], hc, hbv[None, :], rep, freq,
+                     pres, pval_ptr, V, bits_row, set_bits)
+    if HAS_BIAS:
+        _write_patch(xb, row0, jj, K1, bids, bok, bc > 0, bc, bval[None, :], rep, freq, pres,
+                     pval_ptr, V, bits_row, set_bits)
+    if HAS_EXTRA:
+        _write_patch(xe, row0, jj, K1, xd, eok, ec > 0, ec, 0.0, rep, freq, pres, pval_ptr, V,
+                     bits_row, set_bits)
+    # the other chunks of long lists, one at a time
+    if HAS_HIST:
+        for start in range(BLOCK_H, hist_cap, BLOCK_H):
+            ids = _list_at(hist_ids_ptr, b, hist_cap, start + hb, -1)
             ok = (ids >= 0) & (ids < V)
-            cnt = tl.where(ok, _list_at(hist_cnt_ptr, b, hist_cap, h, 0), 0)
-            cnt = cnt[None, :] + _earlier(ids, jj, draft_ptr, b, K, nd, V, BLOCK_K, HAS_EXTRA)
+            cnt = tl.where(ok, _list_at(hist_cnt_ptr, b, hist_cap, start + hb, 0), 0)
+            cnt = cnt[None, :] + _earlier(ids, jj, xd, xd_ok, kb)
             bv = tl.zeros([BLOCK_H], tl.float32)
             if HAS_BIAS:
-                bv = _bias_for(ids, bias_ids_ptr, bias_val_ptr, b, bias_cap, BIAS_CHUNK)
-            _write_patch(logits_ptr, row0, row_stride, jj, K1, ids, ok, ok[None, :], cnt,
-                         bv[None, :], rep, freq, pres, pval_ptr, V, bits_row, set_bits)
+                bv = _bias_for(ids, bias_ids_ptr, bias_val_ptr, b, 0, bias_cap, BIAS_CHUNK)
+            x = _gather(logits_ptr, row0, row_stride, jj, K1, ids, ok)
+            _write_patch(x, row0, jj, K1, ids, ok, ok[None, :], cnt, bv[None, :], rep, freq,
+                         pres, pval_ptr, V, bits_row, set_bits)
     if HAS_BIAS:
-        bb = tl.arange(0, BLOCK_B)
-        for start in range(0, bias_cap, BLOCK_B):
-            h = start + bb
-            ids = _list_at(bias_ids_ptr, b, bias_cap, h, -1)
+        for start in range(BIAS_CHUNK, bias_cap, BIAS_CHUNK):
+            ids = _list_at(bias_ids_ptr, b, bias_cap, start + bb, -1)
             ok = (ids >= 0) & (ids < V)
-            if HAS_HIST:  # (one chunk of the history per compare: no serial loads)
-                ok = ok & (_in_list(ids, hist_ids_ptr, b, hist_cap, HIST_CHUNK) == 0)
-            val = tl.where(ok, _list_at(bias_val_ptr, b, bias_cap, h, 0.0), 0.0)
-            cnt = _earlier(ids, jj, draft_ptr, b, K, nd, V, BLOCK_K, HAS_EXTRA)
-            _write_patch(logits_ptr, row0, row_stride, jj, K1, ids, ok, cnt > 0, cnt,
-                         val[None, :], rep, freq, pres, pval_ptr, V, bits_row, set_bits)
-    if HAS_EXTRA:
-        kb = tl.arange(0, BLOCK_K)
-        xd = tl.load(draft_ptr + b * K + kb, mask=kb < K, other=-1)
-        xd_ok = (kb < K) & (kb < nd) & (xd >= 0) & (xd < V)
-        same = (xd[:, None] == xd[None, :]) & xd_ok[None, :]
-        first = tl.sum((same & (kb[None, :] < kb[:, None])).to(tl.int32), 1) == 0
-        ok = xd_ok & first
-        if HAS_HIST:
-            ok = ok & (_in_list(xd, hist_ids_ptr, b, hist_cap, BLOCK_H) == 0)
-        if HAS_BIAS:
-            ok = ok & (_in_list(xd, bias_ids_ptr, b, bias_cap, BLOCK_B) == 0)
-        cnt = _earlier(xd, jj, draft_ptr, b, K, nd, V, BLOCK_K, HAS_EXTRA)
-        _write_patch(logits_ptr, row0, row_stride, jj, K1, xd, ok, cnt > 0, cnt, 0.0, rep,
-                     freq, pres, pval_ptr, V, bits_row, set_bits)
+            if HAS_HIST:
+                ok = ok & ~_in_list(ids, hist_ids_ptr, b, 0, hist_cap, BLOCK_H)
+            val = tl.where(ok, _list_at(bias_val_ptr, b, bias_cap, start + bb, 0.0), 0.0)
+            cnt = _earlier(ids, jj, xd, xd_ok, kb)
+            x = _gather(logits_ptr, row0, row_stride, jj, K1, ids, ok)
+            _write_patch(x, row0, jj, K1, ids, ok, cnt > 0, cnt, val[None, :], rep, freq, pres,
+                         pval_ptr, V, bits_row, set_bits)
 
 
 # The tile's logits, read once, go first out of L2 (evict_first), so that the stats and
