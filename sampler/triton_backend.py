@@ -48,6 +48,11 @@ C_OVERRIDE = os.environ.get("SONICSPEC_C")  # measurement: candidate slots per t
 TILE_WARPS = os.environ.get("SONICSPEC_TILE_WARPS")  # measurement (default: BLOCK_V / 512)
 FINISH_WARPS = int(os.environ.get("SONICSPEC_FINISH_WARPS", "8"))
 PRE_WARPS = int(os.environ.get("SONICSPEC_PRE_WARPS", "4"))
+# A register cap for sample's pre kernel: 80 (92 uncapped at V >= 128256 since the patch
+# program issues all its lists' loads, then all its gathers; no spills at 80), as many
+# programs an SM as before that change. verify's stays uncapped (40 bytes of spills at 80).
+# 0 = no cap.
+PRE_MAXNREG = int(os.environ.get("SONICSPEC_PRE_MAXNREG", "80"))
 # A register cap for the tile kernel: 56 (72 uncapped; no spills at 56 since run 15's code),
 # which lets 9 programs of 4 warps share an SM instead of 7: more loads in flight (run 8's
 # sweep: uncapped 4-5% slower; run 16: two tiles a program at 80 registers slower still).
@@ -91,6 +96,8 @@ def kernel_options(kernel: str, verify: bool = False, block: int = 2048) -> dict
                          "_pre_kernel": PRE_WARPS}.get(kernel, 4)
     if kernel == "_tile_kernel" and TILE_MAXNREG and not INTERPRET:
         opts["maxnreg"] = TILE_MAXNREG
+    if kernel == "_pre_kernel" and PRE_MAXNREG and not verify and not INTERPRET:
+        opts["maxnreg"] = PRE_MAXNREG
     cap = VERIFY_FINISH_MAXNREG if verify else FINISH_MAXNREG
     if kernel == "_finish_kernel" and cap and not INTERPRET:
         opts["maxnreg"] = cap
@@ -359,7 +366,8 @@ def _pre(logits: torch.Tensor, drafts: torch.Tensor, num_draft: torch.Tensor | N
         HAS_EXTRA=has_patch and k > 0 and head.any_penalty, HAS_ND=num_draft is not None,
         BLOCK_H=block_h, BLOCK_K=tk.next_pow2(k), K1_PAD=pos,
         BIAS_CHUNK=min(block_b, max(1, 8192 // block_h)), HAS_PATCH=has_patch,
-        HAS_THR=has_thr, HAS_GRAMMAR=gm is not None, **plan, **kernel_options("_pre_kernel"))
+        HAS_THR=has_thr, HAS_GRAMMAR=gm is not None, **plan,
+        **kernel_options("_pre_kernel", k > 0))
     return pval
 
 
