@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Same-call A/B of the working tree against the kernels in ab_main/ (main's copies of the
-# changed sampler files): graph-replay medians (issue mix by default) and PDL-off profiles.
+# Same-call A/B of the working tree against the kernels in ab_main/ (the baseline's copies of
+# the changed sampler files, e.g. `git show main:sampler/triton_kernels.py >
+# ab_main/triton_kernels.py`; ignored by git: carry it): graph-replay medians (two repeats,
+# issue and penalties mixes by default) and PDL-off profiles (first repeat).
 #   OUT=... AB_MIXES="issue penalties" AB_B="1 64 256" AB_V="32000 262144" \
 #     AB_CFGS="SONICSPEC_X=1,SONICSPEC_Y=2 ..." bash bench/ab.sh   (main + each config)
 set -uo pipefail

@@ -11,7 +11,8 @@ requests:
    - the patch (only when some row has penalties or bias): at the ids the history, bias
      and drafts touch (never the whole vocabulary) the penalised, biased logit, written
      once by each id's owner entry (no [N, V] scratch, no phases), so a tile reads one bit
-     per token; one program a request writes its K + 1 rows at once, and one bit set;
+     per token; one bit set a request, shared by its K + 1 rows (drafts included: a row
+     holds a later draft's logit unchanged), so that verify zeroes and sets it once;
    - for rows with top-k/top-p/min-p, the candidate threshold from a 1/16-1/8 sample of
      the row (the RANK-th largest of 64 group maxima), so that ~100-300 tokens lie above it.
 2. `_tile_kernel` (B, K + 1, T): the one full read of the logits. Per tile: max, sum exp,
@@ -49,9 +50,9 @@ TILE_WARPS = os.environ.get("SONICSPEC_TILE_WARPS")  # measurement (default: BLO
 FINISH_WARPS = int(os.environ.get("SONICSPEC_FINISH_WARPS", "8"))
 PRE_WARPS = int(os.environ.get("SONICSPEC_PRE_WARPS", "4"))
 # A register cap for sample's pre kernel: 80 (92 uncapped at V >= 128256 since the patch
-# program issues all its lists' loads, then all its gathers; no spills at 80), as many
-# programs an SM as before that change. verify's stays uncapped (40 bytes of spills at 80).
-# 0 = no cap.
+# program issues all its lists' loads, then all its gathers; no spills at 80), about as many
+# programs an SM as before that change; run 66's same-call sweep: no difference beyond
+# +-2 us either way. verify's stays uncapped (40 bytes of spills at 80). 0 = no cap.
 PRE_MAXNREG = int(os.environ.get("SONICSPEC_PRE_MAXNREG", "80"))
 # A register cap for the tile kernel: 56 (72 uncapped; no spills at 56 since run 15's code),
 # which lets 9 programs of 4 warps share an SM instead of 7: more loads in flight (run 8's
@@ -72,8 +73,13 @@ CMAX2 = 512  # tokens per row the second chance collects
 # tk.STAMP_COUNT: the row's candidate count before the raise), returned as _Raw.stamps.
 FINISH_STAMP = False
 BLOCK_Q = 8
-PATCH_VALUES = int(os.environ.get("SONICSPEC_PATCH_VALUES", "1024"))  # [POS, BLOCK_H] max
-PATCH_POS = int(os.environ.get("SONICSPEC_PATCH_POS", "1"))  # positions a patch program
+# Positions (rows of one request) a patch program writes, and its values a history chunk
+# at most ([POS, BLOCK_H]). Runs 63-64 (verify, H200): one program a request (8 positions,
+# 2048 values) is slower at B <= 64 (V = 32000, B = 1: 26 -> 38 us; the program's chunks run
+# one after another) and gains only at B = 256 (V = 262144: 560 -> 550); 2 positions a
+# program: 27 us / 554; 1, the default: 25 / 549. (Measurement knobs.)
+PATCH_POS = int(os.environ.get("SONICSPEC_PATCH_POS", "1"))
+PATCH_VALUES = int(os.environ.get("SONICSPEC_PATCH_VALUES", "1024"))
 # No multiply-add contraction: `x - f * count` must round twice, as torch computes it.
 INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 OPTS: dict[str, bool] = ({} if INTERPRET
@@ -343,7 +349,6 @@ def _pre(logits: torch.Tensor, drafts: torch.Tensor, num_draft: torch.Tensor | N
         return pval
     hist_ids, hist_counts = head.hist_ids.contiguous(), head.hist_counts.contiguous()
     bias_ids, bias_values = head.bias_ids.contiguous(), head.bias_values.contiguous()
-    # positions a patch program writes ([POS, BLOCK_H] values a history chunk)
     pos = min(PATCH_POS, tk.next_pow2(k1))
     block_h = min(512, tk.next_pow2(hist_ids.shape[1]), max(16, PATCH_VALUES // pos))
     block_b = min(64, tk.next_pow2(bias_ids.shape[1]))
@@ -364,7 +369,7 @@ def _pre(logits: torch.Tensor, drafts: torch.Tensor, num_draft: torch.Tensor | N
         pval if thr is None else thr, parts,
         HAS_HIST=has_patch and head.any_penalty, HAS_BIAS=has_patch and head.any_bias,
         HAS_EXTRA=has_patch and k > 0 and head.any_penalty, HAS_ND=num_draft is not None,
-        BLOCK_H=block_h, BLOCK_K=tk.next_pow2(k), K1_PAD=pos,
+        BLOCK_H=block_h, BLOCK_K=tk.next_pow2(k), POS=pos,
         BIAS_CHUNK=min(block_b, max(1, 8192 // block_h)), HAS_PATCH=has_patch,
         HAS_THR=has_thr, HAS_GRAMMAR=gm is not None, **plan,
         **kernel_options("_pre_kernel", k > 0))

@@ -302,7 +302,7 @@ def _keep(x, x_lo, m0, s_a, pthr, minp):
 
 @triton.jit
 def _gather(logits_ptr, row0, row_stride, jj, K1, ids, ok):
-    """The logits at ids in rows row0 + jj (jj [K1_PAD, 1]: positions below K1), float32."""
+    """The logits at ids in rows row0 + jj (jj [POS, 1]: positions below K1), float32."""
     live = ok[None, :] & (jj < K1)
     x = tl.load(logits_ptr + (row0 + jj) * row_stride + ids[None, :], mask=live, other=0.0)
     return x.to(tl.float32)
@@ -328,7 +328,7 @@ def _write_patch(x, row0, jj, K1, ids, ok, seen, cnt, bv, rep, freq, pres, pval_
 
 @triton.jit
 def _earlier(ids, jj, xd, xd_ok, kb):
-    """[K1_PAD, len(ids)]: per position jj ([K1_PAD, 1]) and id, how many of the request's
+    """[POS, len(ids)]: per position jj ([POS, 1]) and id, how many of the request's
     valid drafts xd (xd_ok; their indices kb) before that position equal it."""
     eq = ((ids[None, :, None] == xd[None, None, :]) & xd_ok[None, None, :]
           & (kb[None, None, :] < jj[:, :, None]))
@@ -384,22 +384,22 @@ def _pre_kernel(logits_ptr, row_stride, hist_ids_ptr, hist_cnt_ptr, hist_cap, bi
                 gmax_ptr, tick_ptr, thr_ptr, parts,
                 HAS_HIST: tl.constexpr, HAS_BIAS: tl.constexpr, HAS_EXTRA: tl.constexpr,
                 HAS_ND: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_K: tl.constexpr,
-                K1_PAD: tl.constexpr, BIAS_CHUNK: tl.constexpr, HAS_PATCH: tl.constexpr,
+                POS: tl.constexpr, BIAS_CHUNK: tl.constexpr, HAS_PATCH: tl.constexpr,
                 HAS_THR: tl.constexpr, HAS_GRAMMAR: tl.constexpr, GB: tl.constexpr,
                 G_RUNS: tl.constexpr, STRIDE: tl.constexpr, RANK: tl.constexpr):
     """Everything before the read, over grid (rows N, [patch] + parts): program (n, 0) the
-    patch of rows n .. n + K1_PAD - 1 (`_patch_req`; K1_PAD = 1 by default) when HAS_PATCH,
+    patch of rows n .. n + POS - 1 (`_patch_req`; POS = 1 by default) when HAS_PATCH,
     the others the `parts` parts of row n's candidate threshold (`_thr_part`) when HAS_THR
     (a runtime count: one per row for large batches)."""
     _after_prior(RELEASE_LATE=True)  # (the tile kernel after it reads the logits early)
     n = tl.program_id(0)
     q = tl.program_id(1)
     if HAS_PATCH:
-        if (q == 0) & (n % K1 % K1_PAD == 0):  # rows n .. n + K1_PAD - 1 of request b
+        if (q == 0) & (n % K1 % POS == 0):  # rows n .. n + POS - 1 of request b
             _patch_req(logits_ptr, row_stride, hist_ids_ptr, hist_cnt_ptr, hist_cap,
                        bias_ids_ptr, bias_val_ptr, bias_cap, draft_ptr, ndraft_ptr, K, K1,
                        rep_ptr, freq_ptr, pres_ptr, bits_ptr, pval_ptr, V, W, n // K1, n % K1,
-                       HAS_HIST, HAS_BIAS, HAS_EXTRA, HAS_ND, BLOCK_H, BLOCK_K, K1_PAD,
+                       HAS_HIST, HAS_BIAS, HAS_EXTRA, HAS_ND, BLOCK_H, BLOCK_K, POS,
                        BIAS_CHUNK)
         q = q - 1
     if HAS_THR:  # noqa: SIM102 - a constexpr branch around a runtime one
@@ -475,8 +475,8 @@ def _patch_req(logits_ptr, row_stride, hist_ids_ptr, hist_cnt_ptr, hist_cap, bia
                pres_ptr, bits_ptr, pval_ptr, V, W, b, jbase,
                HAS_HIST: tl.constexpr, HAS_BIAS: tl.constexpr, HAS_EXTRA: tl.constexpr,
                HAS_ND: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_K: tl.constexpr,
-               K1_PAD: tl.constexpr, BIAS_CHUNK: tl.constexpr):
-    """Rows b (K + 1) + jbase + [0, K1_PAD) of request b: the patch, over the ids the
+               POS: tl.constexpr, BIAS_CHUNK: tl.constexpr):
+    """Rows b (K + 1) + jbase + [0, POS) of request b: the patch, over the ids the
     request's history, logit bias and drafts touch (never the whole vocabulary). One bit set
     a request, shared by its K + 1 rows (set by the program with jbase = 0, which zeroes it
     first); in each row the processed value at every such id (a draft that the row's
@@ -492,7 +492,7 @@ def _patch_req(logits_ptr, row_stride, hist_ids_ptr, hist_cnt_ptr, hist_cap, bia
     first, all in flight together; then the logits at every id of the three groups; longer
     lists take their other chunks afterwards, one at a time."""
     row0 = b.to(tl.int64) * K1
-    jj = jbase + tl.arange(0, K1_PAD)[:, None]  # the positions, [K1_PAD, 1]
+    jj = jbase + tl.arange(0, POS)[:, None]  # the positions, [POS, 1]
     bits_row = bits_ptr + b.to(tl.int64) * W
     set_bits = jbase == 0
     hb = tl.arange(0, BLOCK_H)
