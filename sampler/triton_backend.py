@@ -223,7 +223,7 @@ def _run(logits: torch.Tensor, drafts: torch.Tensor, batch: SamplingBatch,
         gmask, g_sb, g_sj = head.has_grammar, 0, 0
     has_patch = head.any_penalty or head.any_bias
     has_filter = head.max_top_k > 0 or head.any_top_p or head.any_min_p
-    # No memset: the patch programs zero their rows' bits, a tile zeroes its slot counter
+    # No memset: the patch programs zero their requests' bits, a tile zeroes its slot counter
     # when it needs it, and the threshold tickets live in a buffer that outlives the call.
     bits = torch.empty(bsz * words if has_patch else 1, dtype=torch.int32, device=dev)
     thr = torch.empty(n if has_filter else 1, **f32)

@@ -355,23 +355,24 @@ def _bias_in(ids, bids, bval):
 
 
 @triton.jit
-def _bias_for(ids, bias_ids_ptr, bias_val_ptr, b, start, bias_cap, BLOCK_B: tl.constexpr):
-    """Per id, its logit bias among request b's entries from `start` on (0 if none)."""
-    bv = tl.zeros(ids.shape, tl.float32)
+def _bias_for(ids, bids, bval, bias_ids_ptr, bias_val_ptr, b, bias_cap, BLOCK_B: tl.constexpr):
+    """Per id, its logit bias (0 if none) among request b's entries: the first BLOCK_B
+    (`bids` / `bval`, already loaded), then the rest from memory."""
+    bv = _bias_in(ids, bids, bval)
     bb = tl.arange(0, BLOCK_B)
-    for s in range(start, bias_cap, BLOCK_B):
+    for s in range(BLOCK_B, bias_cap, BLOCK_B):
         bv += _bias_in(ids, _list_at(bias_ids_ptr, b, bias_cap, s + bb, -1),
                        _list_at(bias_val_ptr, b, bias_cap, s + bb, 0.0))
     return bv
 
 
 @triton.jit
-def _in_list(ids, list_ptr, b, start, cap, BLOCK_C: tl.constexpr):
-    """Per id, whether request b's list (history or bias ids, [B, cap], -1 padded) holds it
-    among its entries from `start` on."""
-    found = ids < 0
+def _in_list(ids, first, list_ptr, b, cap, BLOCK_C: tl.constexpr):
+    """Per id, whether request b's list (history or bias ids, [B, cap], -1 padded) holds it:
+    its first BLOCK_C entries `first` (already loaded), then the rest from memory."""
+    found = _found(ids, first)
     hc = tl.arange(0, BLOCK_C)
-    for s in range(start, cap, BLOCK_C):
+    for s in range(BLOCK_C, cap, BLOCK_C):
         found = found | _found(ids, _list_at(list_ptr, b, cap, s + hc, -1))
     return found
 
@@ -529,24 +530,20 @@ def _patch_req(logits_ptr, row_stride, hist_ids_ptr, hist_cnt_ptr, hist_cap, bia
         hc = tl.where(hok, hcnt, 0)[None, :] + _earlier(hids, jj, xd, xd_ok, kb)
         hbv = tl.zeros([BLOCK_H], tl.float32)
         if HAS_BIAS:
-            hbv = (_bias_in(hids, bids, bval)
-                   + _bias_for(hids, bias_ids_ptr, bias_val_ptr, b, BIAS_CHUNK, bias_cap,
-                               BIAS_CHUNK))
+            hbv = _bias_for(hids, bids, bval, bias_ids_ptr, bias_val_ptr, b, bias_cap,
+                            BIAS_CHUNK)
     if HAS_BIAS:
         bok = (bids >= 0) & (bids < V)
         if HAS_HIST:
-            bok = bok & ~_found(bids, hids) & ~_in_list(bids, hist_ids_ptr, b, BLOCK_H,
-                                                        hist_cap, BLOCK_H)
+            bok = bok & ~_in_list(bids, hids, hist_ids_ptr, b, hist_cap, BLOCK_H)
         bc = _earlier(bids, jj, xd, xd_ok, kb)
     if HAS_EXTRA:
         same = (xd[:, None] == xd[None, :]) & xd_ok[None, :]
         eok = xd_ok & (tl.sum((same & (kb[None, :] < kb[:, None])).to(tl.int32), 1) == 0)
         if HAS_HIST:
-            eok = eok & ~_found(xd, hids) & ~_in_list(xd, hist_ids_ptr, b, BLOCK_H, hist_cap,
-                                                      BLOCK_H)
+            eok = eok & ~_in_list(xd, hids, hist_ids_ptr, b, hist_cap, BLOCK_H)
         if HAS_BIAS:
-            eok = eok & ~_found(xd, bids) & ~_in_list(xd, bias_ids_ptr, b, BIAS_CHUNK,
-                                                      bias_cap, BIAS_CHUNK)
+            eok = eok & ~_in_list(xd, bids, bias_ids_ptr, b, bias_cap, BIAS_CHUNK)
         ec = _earlier(xd, jj, xd, xd_ok, kb)
     # round trip 2: the logits at every id of the three groups
     if HAS_HIST:
@@ -573,7 +570,8 @@ def _patch_req(logits_ptr, row_stride, hist_ids_ptr, hist_cnt_ptr, hist_cap, bia
             cnt = cnt[None, :] + _earlier(ids, jj, xd, xd_ok, kb)
             bv = tl.zeros([BLOCK_H], tl.float32)
             if HAS_BIAS:
-                bv = _bias_for(ids, bias_ids_ptr, bias_val_ptr, b, 0, bias_cap, BIAS_CHUNK)
+                bv = _bias_for(ids, bids, bval, bias_ids_ptr, bias_val_ptr, b, bias_cap,
+                               BIAS_CHUNK)
             x = _gather(logits_ptr, row0, row_stride, jj, K1, ids, ok)
             _write_patch(x, row0, jj, K1, ids, ok, ok[None, :], cnt, bv[None, :], rep, freq,
                          pres, pval_ptr, V, bits_row, set_bits)
@@ -582,7 +580,7 @@ def _patch_req(logits_ptr, row_stride, hist_ids_ptr, hist_cnt_ptr, hist_cap, bia
             ids = _list_at(bias_ids_ptr, b, bias_cap, start + bb, -1)
             ok = (ids >= 0) & (ids < V)
             if HAS_HIST:
-                ok = ok & ~_in_list(ids, hist_ids_ptr, b, 0, hist_cap, BLOCK_H)
+                ok = ok & ~_in_list(ids, hids, hist_ids_ptr, b, hist_cap, BLOCK_H)
             val = tl.where(ok, _list_at(bias_val_ptr, b, bias_cap, start + bb, 0.0), 0.0)
             cnt = _earlier(ids, jj, xd, xd_ok, kb)
             x = _gather(logits_ptr, row0, row_stride, jj, K1, ids, ok)

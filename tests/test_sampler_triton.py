@@ -172,7 +172,7 @@ def _check_patch(vocab, params, prompts, outputs, drafts, num_draft) -> list:
     rows, k = drafts.shape
     batch = SamplingBatch.from_requests(params, prompts, outputs, vocab, num_positions=k + 1)
     logits = torch.randn(rows, k + 1, vocab, generator=torch.Generator().manual_seed(3)) * 3
-    # not zeroed: the patch programs zero their rows' words themselves
+    # not zeroed: the patch programs zero their requests' words themselves
     bits = torch.full((rows, (vocab + 31) // 32), -1, dtype=torch.int32)
     pval = tri.patch(logits, drafts, num_draft, batch.head(rows), bits)
     nd = torch.full((rows,), k) if num_draft is None else num_draft
