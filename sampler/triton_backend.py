@@ -167,9 +167,10 @@ def verify(logits: torch.Tensor, draft_tokens: torch.Tensor, batch: SamplingBatc
     """logits: [B, K+1, V]; draft_tokens: [B, K]; draft_probs None / dense [B, K, V] / sparse
     (ids [B, K, M], probs [B, K, M]); num_draft [B] (default K). No host sync."""
     out = _run(logits, draft_tokens, batch, draft_probs, num_draft)
-    n_acc = out.num_accepted
+    n_acc, n_emit = out.num_accepted, out.num_emitted
     if n_acc is None:  # K = 0
         n_acc = torch.zeros(logits.shape[0], dtype=torch.int64, device=logits.device)
+        n_emit = n_acc + 1
     head = batch.head(logits.shape[0])
     if head.max_logprobs > 0:
         bsz, k1, vocab = logits.shape
@@ -181,15 +182,17 @@ def verify(logits: torch.Tensor, draft_tokens: torch.Tensor, batch: SamplingBatc
         num = head.num_logprobs[:, None].expand(bsz, k1)
         lp = top_logprobs(log_probs(proc.filtered.view(bsz, k1, vocab)), out.tokens, num,
                           head.max_logprobs)
-        return VerifyOutput(out.tokens, n_acc + 1, n_acc, *lp)
-    return VerifyOutput(out.tokens, n_acc + 1, n_acc)
+        return VerifyOutput(out.tokens, n_emit, n_acc, *lp)
+    return VerifyOutput(out.tokens, n_emit, n_acc)
 
 
 class _Raw:
     def __init__(self, tokens: torch.Tensor, num_accepted: torch.Tensor | None,
                  num_draft: torch.Tensor | None, path: torch.Tensor,
-                 stamps: torch.Tensor | None = None) -> None:
+                 stamps: torch.Tensor | None = None,
+                 num_emitted: torch.Tensor | None = None) -> None:
         self.tokens, self.num_accepted, self.num_draft = tokens, num_accepted, num_draft
+        self.num_emitted = num_emitted
         self.path = path  # per row: 0 greedy, 1 candidates, 2 tiles, 3 slow (diagnostics)
         self.stamps = stamps  # FINISH_STAMP: per row, the finish kernel's clock readings
 
@@ -274,10 +277,11 @@ def _run(logits: torch.Tensor, drafts: torch.Tensor, batch: SamplingBatch,
     if not verifying:
         return _Raw(out[:, None], None, None, path, stamps)
     n_acc = torch.empty(bsz, dtype=torch.int64, device=dev)
-    tk._combine_kernel[(bsz,)](drafts, n_draft, acc, toks, tokr, out, n_acc, k, k1,
+    n_emit = torch.empty(bsz, dtype=torch.int64, device=dev)
+    tk._combine_kernel[(bsz,)](drafts, n_draft, acc, toks, tokr, out, n_acc, n_emit, k, k1,
                                K1_PAD=tk.next_pow2(k1), HAS_ND=has_nd,
                                **kernel_options("_combine_kernel"))
-    return _Raw(out, n_acc, n_draft if has_nd else None, path, stamps)
+    return _Raw(out, n_acc, n_draft if has_nd else None, path, stamps, n_emit)
 
 
 _TICKETS: dict[torch.device, torch.Tensor] = {}

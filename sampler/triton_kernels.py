@@ -1418,10 +1418,11 @@ def _finish_kernel(logits_ptr, row_stride, V, K, K1, T, temp_ptr,
 
 @triton.jit
 def _combine_kernel(draft_ptr, ndraft_ptr, acc_ptr, toks_ptr, tokr_ptr, tokens_ptr, nacc_ptr,
-                    K, K1, K1_PAD: tl.constexpr, HAS_ND: tl.constexpr):
+                    nemit_ptr, K, K1, K1_PAD: tl.constexpr, HAS_ND: tl.constexpr):
     """One program per request: the acceptance chain over its rows (cut at the first
     rejection or at num_draft) and the emitted token: from the residual after a rejection,
-    else from p at the bonus position."""
+    else from p at the bonus position. Writes num_accepted and num_emitted (one more; here,
+    not by a torch kernel after this one)."""
     _after_prior()
     b = tl.program_id(0)
     jj = tl.arange(0, K1_PAD)
@@ -1438,6 +1439,7 @@ def _combine_kernel(draft_ptr, ndraft_ptr, acc_ptr, toks_ptr, tokr_ptr, tokens_p
     out = tl.where(jj < e, xd, tl.where(jj == e, tok_e.to(tl.int64), -1))
     tl.store(tokens_ptr + b * K1 + jj, out, mask=jj < K1)
     tl.store(nacc_ptr + b, e.to(tl.int64))
+    tl.store(nemit_ptr + b, e.to(tl.int64) + 1)
 
 
 def next_pow2(x: int) -> int:

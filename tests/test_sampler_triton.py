@@ -109,7 +109,8 @@ def run_group(vocab: int) -> dict[str, list]:
         a = ref.verify(logits, drafts, batch, probs, num_draft)
         b = tri.verify(logits, drafts, batch, probs, num_draft)
         results[f"verify-{mode}"] = (_diff(a.tokens, b.tokens)
-                                     + _diff(a.num_accepted, b.num_accepted))
+                                     + _diff(a.num_accepted, b.num_accepted)
+                                     + _diff(a.num_emitted, b.num_emitted))
     # peaked logits, every row drafting K tokens (no num_draft tensor)
     peaked = logits * 4
     drafts = peaked[:, :k].argmax(-1)
@@ -117,7 +118,8 @@ def run_group(vocab: int) -> dict[str, list]:
     batch = make_batch(vocab, k + 1, 9)
     a = ref.verify(peaked, drafts, batch)
     b = tri.verify(peaked, drafts, batch)
-    results["verify-peaked"] = _diff(a.tokens, b.tokens) + _diff(a.num_accepted, b.num_accepted)
+    results["verify-peaked"] = (_diff(a.tokens, b.tokens) + _diff(a.num_accepted, b.num_accepted)
+                                + _diff(a.num_emitted, b.num_emitted))
     return results
 
 
