@@ -48,10 +48,6 @@ from sampler.torch_backend import DraftProbs, _expand_positions
 C_OVERRIDE = os.environ.get("SONICSPEC_C")  # measurement: candidate slots per tile
 TILE_WARPS = os.environ.get("SONICSPEC_TILE_WARPS")  # measurement (default: BLOCK_V / 512)
 FINISH_WARPS = int(os.environ.get("SONICSPEC_FINISH_WARPS", "8"))
-# verify: each request's last row to finish chains the request (`_combine_req` in the
-# finish kernel, by an atomic ticket) instead of `_combine_kernel` after it: one launch
-# fewer in the chain. SONICSPEC_FUSE_COMBINE=0 restores the separate kernel (measurement).
-FUSE_COMBINE = os.environ.get("SONICSPEC_FUSE_COMBINE", "1") != "0"
 PRE_WARPS = int(os.environ.get("SONICSPEC_PRE_WARPS", "4"))
 # A register cap for sample's pre kernel: 80 (92 uncapped at V >= 128256 since the patch
 # program issues all its lists' loads, then all its gathers; no spills at 80), about as many
@@ -261,36 +257,30 @@ def _run(logits: torch.Tensor, drafts: torch.Tensor, batch: SamplingBatch,
     i32: dict[str, Any] = dict(dtype=torch.int32, device=dev)
     path = torch.empty(n, **i32)
     verifying = k > 0
-    fuse = verifying and FUSE_COMBINE
     if verifying:
         acc, toks, tokr = (torch.empty(n, **i32) for _ in range(3))
         out = torch.empty(bsz, k1, dtype=torch.int64, device=dev)
-        n_acc = torch.empty(bsz, dtype=torch.int64, device=dev)
-        n_emit = torch.empty(bsz, dtype=torch.int64, device=dev)
     else:
         acc = toks = tokr = path
         out = torch.empty(bsz, dtype=torch.int64, device=dev)
-        n_acc = n_emit = out
-    tick = _tickets(bsz, dev) if fuse else path
     tk._finish_kernel[(n,)](logits, logits.stride(1), vocab, k, k1, tiles, head.temperature,
                             gmask, g_sb, g_sj, head.has_grammar, bits, pval, words,
                             head.top_k, head.top_p, head.min_p, head.seed, head.position,
                             drafts, n_draft, q, qid, q_len,
                             tmax, tsum, targ, tcnt, tbnd, cval, cid, sv, sv2, out, acc, toks,
-                            tokr, path, tick, n_acc, n_emit, T_PAD=t_pad, C=c, CMAX=CMAX,
-                            CMAX2=CMAX2, BLOCK_V=bv,
+                            tokr, path, T_PAD=t_pad, C=c, CMAX=CMAX, CMAX2=CMAX2, BLOCK_V=bv,
                             HAS_FILTER=has_filter, VERIFY=verifying, Q_MODE=q_mode,
-                            BLOCK_Q=BLOCK_Q, HAS_ND=has_nd, COMBINE=fuse,
-                            K1_PAD=tk.next_pow2(k1) if fuse else 1, **common,
+                            BLOCK_Q=BLOCK_Q, HAS_ND=has_nd, **common,
                             **kernel_options("_finish_kernel", verifying),
                             **({"STAMP": True} if FINISH_STAMP else {}))
     stamps = sv2[:, CMAX2 - tk.STAMP_SLOTS.value:] if FINISH_STAMP and has_filter else None
     if not verifying:
         return _Raw(out[:, None], None, None, path, stamps)
-    if not fuse:
-        tk._combine_kernel[(bsz,)](drafts, n_draft, acc, toks, tokr, out, n_acc, n_emit, k,
-                                   k1, K1_PAD=tk.next_pow2(k1), HAS_ND=has_nd,
-                                   **kernel_options("_combine_kernel"))
+    n_acc = torch.empty(bsz, dtype=torch.int64, device=dev)
+    n_emit = torch.empty(bsz, dtype=torch.int64, device=dev)
+    tk._combine_kernel[(bsz,)](drafts, n_draft, acc, toks, tokr, out, n_acc, n_emit, k, k1,
+                               K1_PAD=tk.next_pow2(k1), HAS_ND=has_nd,
+                               **kernel_options("_combine_kernel"))
     return _Raw(out, n_acc, n_draft if has_nd else None, path, stamps, n_emit)
 
 
@@ -298,10 +288,9 @@ _TICKETS: dict[torch.device, torch.Tensor] = {}
 
 
 def _tickets(rows: int, dev: torch.device) -> torch.Tensor:
-    """Atomic tickets, [rows] int32, zero at every call: the threshold parts' (one a row,
-    in the pre kernel) and verify's combine (one a request, in the finish kernel, which
-    runs after the pre kernel has finished). A buffer per device that outlives the calls
-    (whoever takes a ticket last zeroes it again), so no memset precedes the launch. Calls on one device run in stream order (as the
+    """The threshold parts' atomic tickets, [rows] int32, zero at every call: a buffer per
+    device that outlives the calls (each call's last part zeroes its row's ticket again),
+    so no memset precedes the launch. Calls on one device run in stream order (as the
     engine and CUDA-graph replays do); a buffer first needed during a capture is made for
     that call alone (zeroed inside the graph), never kept."""
     buf = _TICKETS.get(dev)

@@ -1130,13 +1130,11 @@ def _finish_kernel(logits_ptr, row_stride, V, K, K1, T, temp_ptr,
                    draft_ptr, ndraft_ptr, q_ptr, qid_ptr, Q,
                    tmax_ptr, tsum_ptr, targ_ptr, tcnt_ptr, tbnd_ptr, cval_ptr, cid_ptr,
                    sv_ptr, sv2_ptr, tokens_ptr, acc_ptr, toks_ptr, tokr_ptr, path_ptr,
-                   tick_ptr, nacc_ptr, nemit_ptr,
                    T_PAD: tl.constexpr, C: tl.constexpr, CMAX: tl.constexpr,
                    CMAX2: tl.constexpr,
                    BLOCK_V: tl.constexpr, HAS_FILTER: tl.constexpr, VERIFY: tl.constexpr,
                    Q_MODE: tl.constexpr, BLOCK_Q: tl.constexpr, HAS_ND: tl.constexpr,
                    HAS_GRAMMAR: tl.constexpr, HAS_PATCH: tl.constexpr,
-                   COMBINE: tl.constexpr = False, K1_PAD: tl.constexpr = 1,
                    STAMP: tl.constexpr = 0):
     """Stage 2, one program per row n = (request b, position j): everything after the read.
 
@@ -1150,11 +1148,9 @@ def _finish_kernel(logits_ptr, row_stride, V, K, K1, T, temp_ptr,
     - otherwise (flat rows, dense/sparse draft laws without a filter) the slow path: exact
       bisection and full passes over the row in this program.
     `sample` writes the token; `verify` writes per row the acceptance of its draft and the
-    tokens drawn from p (SAMPLE stream) and from the residual (RESIDUAL stream); with
-    COMBINE the request's last row to finish (an atomic ticket in `tick_ptr`, zero before
-    the call and zeroed again by that row) chains them (`_combine_req`), else
-    `_combine_kernel` does after this grid. `path`: 0 greedy, 1 candidates, 2 tiles, 3 slow
-    (bisection), 4 second chance (two passes over the row collect up to CMAX2 tokens)."""
+    tokens drawn from p (SAMPLE stream) and from the residual (RESIDUAL stream), which
+    `_combine_kernel` chains. `path`: 0 greedy, 1 candidates, 2 tiles, 3 slow (bisection),
+    4 second chance (two passes over the row collect up to CMAX2 tokens)."""
     n = tl.program_id(0)
     st = sv2_ptr + n.to(tl.int64) * CMAX2 + CMAX2 - STAMP_SLOTS  # (STAMP: clock readings)
     _stamp(st, 0, n, STAMP)
@@ -1416,49 +1412,34 @@ def _finish_kernel(logits_ptr, row_stride, V, K, K1, T, temp_ptr,
         tl.store(acc_ptr + n, acc.to(tl.int32))
         tl.store(toks_ptr + n, tok_s)
         tl.store(tokr_ptr + n, tok_r)
-        if COMBINE:  # the request's last row chains it: one launch fewer a verify
-            tl.debug_barrier()  # the row's results stored before the ticket (release)
-            if tl.atomic_add(tick_ptr + b, 1) == K1 - 1:
-                tl.store(tick_ptr + b, 0)
-                _combine_req(draft_ptr, ndraft_ptr, acc_ptr, toks_ptr, tokr_ptr, tokens_ptr,
-                             nacc_ptr, nemit_ptr, b, K, K1, K1_PAD, HAS_ND)
     else:
         tl.store(tokens_ptr + b, tok_s.to(tl.int64))
 
 
 @triton.jit
-def _combine_req(draft_ptr, ndraft_ptr, acc_ptr, toks_ptr, tokr_ptr, tokens_ptr, nacc_ptr,
-                 nemit_ptr, b, K, K1, K1_PAD: tl.constexpr, HAS_ND: tl.constexpr):
-    """Request b's acceptance chain over its rows (cut at the first rejection or at
-    num_draft) and the emitted token: from the residual after a rejection, else from p at
-    the bonus position. Writes num_accepted and num_emitted (one more). The rows' results
-    are read past L1 (.cg): in the finish kernel they were written by other programs."""
+def _combine_kernel(draft_ptr, ndraft_ptr, acc_ptr, toks_ptr, tokr_ptr, tokens_ptr, nacc_ptr,
+                    nemit_ptr, K, K1, K1_PAD: tl.constexpr, HAS_ND: tl.constexpr):
+    """One program per request: the acceptance chain over its rows (cut at the first
+    rejection or at num_draft) and the emitted token: from the residual after a rejection,
+    else from p at the bonus position. Writes num_accepted and num_emitted (one more; here,
+    not by a torch kernel after this one)."""
+    _after_prior()
+    b = tl.program_id(0)
     jj = tl.arange(0, K1_PAD)
     if HAS_ND:
         nd = tl.load(ndraft_ptr + b)
     else:
         nd = K
-    a = tl.load(acc_ptr + b * K1 + jj, mask=jj < K, other=0, cache_modifier=".cg")
+    a = tl.load(acc_ptr + b * K1 + jj, mask=jj < K, other=0)
     ok = (a != 0) & (jj < nd)
     e = tl.min(tl.where((ok == 0) & (jj < K1), jj, K1_PAD), 0)
     rejected = e < nd
-    tok_e = tl.where(rejected, tl.load(tokr_ptr + b * K1 + e, cache_modifier=".cg"),
-                     tl.load(toks_ptr + b * K1 + e, cache_modifier=".cg"))
+    tok_e = tl.where(rejected, tl.load(tokr_ptr + b * K1 + e), tl.load(toks_ptr + b * K1 + e))
     xd = tl.load(draft_ptr + b * K + jj, mask=jj < K, other=-1)
     out = tl.where(jj < e, xd, tl.where(jj == e, tok_e.to(tl.int64), -1))
     tl.store(tokens_ptr + b * K1 + jj, out, mask=jj < K1)
     tl.store(nacc_ptr + b, e.to(tl.int64))
     tl.store(nemit_ptr + b, e.to(tl.int64) + 1)
-
-
-@triton.jit
-def _combine_kernel(draft_ptr, ndraft_ptr, acc_ptr, toks_ptr, tokr_ptr, tokens_ptr, nacc_ptr,
-                    nemit_ptr, K, K1, K1_PAD: tl.constexpr, HAS_ND: tl.constexpr):
-    """One program per request: `_combine_req` (when the finish kernel does not chain the
-    request itself: SONICSPEC_FUSE_COMBINE=0)."""
-    _after_prior()
-    _combine_req(draft_ptr, ndraft_ptr, acc_ptr, toks_ptr, tokr_ptr, tokens_ptr, nacc_ptr,
-                 nemit_ptr, tl.program_id(0), K, K1, K1_PAD, HAS_ND)
 
 
 def next_pow2(x: int) -> int:
