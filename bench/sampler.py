@@ -13,8 +13,10 @@ at a time, for comparison; the issue's targets are for the default mix.
 
 With --baselines (CUDA): the graphed torch backend, FlashInfer `top_k_top_p_sampling_from_logits`
 (sample) and `torch.softmax` + `chain_speculative_sampling` (verify, dense draft probs), and
-`torch.topk(k=50)`, all as CUDA-graph replay medians in the same run; a baseline that cannot
-be imported or captured is reported as null. Also writes a PNG (us vs B, one panel per V).
+`torch.topk(k=50)` and `torch.amax` over the same logits (one kernel reading them once: the
+cost of a single graphed kernel at that size), all as CUDA-graph replay medians in the same
+run; a baseline that cannot be imported or captured is reported as null. Also writes a PNG
+(us vs B, one panel per V).
 """
 
 from __future__ import annotations
@@ -153,6 +155,10 @@ def baselines(rows: int, vocab: int, logits: torch.Tensor, drafts: torch.Tensor,
         "torch_verify_us": maybe(lambda: timed(lambda: ref.verify(logits, drafts, verify_batch),
                                                device, iters)),
         "topk50_us": maybe(lambda: timed(lambda: torch.topk(first, 50, dim=-1), device, iters)),
+        # one read of the same bytes by one reduction kernel, timed the same way: what a
+        # graph replay of a single kernel that reads the logits once costs at this size
+        "amax_sample_us": maybe(lambda: timed(lambda: torch.amax(first, -1), device, iters)),
+        "amax_verify_us": maybe(lambda: timed(lambda: torch.amax(logits, -1), device, iters)),
     }
     top_k = torch.tensor([p.top_k or vocab for p in workload_params(rows, vocab)],
                          dtype=torch.int32, device=device)
@@ -244,17 +250,22 @@ def ratio(num: object, den: object) -> str:
 
 def print_baseline_table(rows: list[dict]) -> None:
     print(f"{'B':>4} {'V':>7} | {'sample':>7} {'xfl':>5} {'torch/':>6} {'FI/':>5} "
-          f"{'topk':>6} | {'verify':>7} {'xfl':>5} {'torch/':>6} {'FI/':>5}")
+          f"{'topk':>6} {'amax':>6} | {'verify':>7} {'xfl':>5} {'torch/':>6} {'FI/':>5} "
+          f"{'amax':>6}")
     for r in rows:
         print(f"{r['B']:>4} {r['V']:>7} | {r['sample_us']:>7.1f} "
               f"{ratio(r['sample_us'], r['sample_floor_us']):>5} "
               f"{ratio(r.get('torch_sample_us'), r['sample_us']):>6} "
               f"{ratio(r.get('flashinfer_sample_us'), r['sample_us']):>5} "
-              f"{r.get('topk50_us') or 0:>6.1f} | {r['verify_us']:>7.1f} "
+              f"{r.get('topk50_us') or 0:>6.1f} {r.get('amax_sample_us') or 0:>6.1f} | "
+              f"{r['verify_us']:>7.1f} "
               f"{ratio(r['verify_us'], r['verify_floor_us']):>5} "
               f"{ratio(r.get('torch_verify_us'), r['verify_us']):>6} "
-              f"{ratio(r.get('flashinfer_verify_us'), r['verify_us']):>5}")
-    print("xfl = x floor; torch/ and FI/ = speed-up over that baseline (baseline us / ours)")
+              f"{ratio(r.get('flashinfer_verify_us'), r['verify_us']):>5} "
+              f"{r.get('amax_verify_us') or 0:>6.1f}")
+    print("xfl = x floor; torch/ and FI/ = speed-up over that baseline (baseline us / ours); "
+          "topk = torch.topk(k=50), amax = torch.amax over the same logits (one kernel, one "
+          "read), us")
 
 
 def plot(rows: list[dict], path: Path) -> None:
@@ -267,7 +278,8 @@ def plot(rows: list[dict], path: Path) -> None:
     vocabs = sorted({r["V"] for r in rows})
     fig, axes = plt.subplots(1, len(vocabs), figsize=(5 * len(vocabs), 4), squeeze=False)
     keys = ["sample_us", "verify_us", "sample_floor_us", "verify_floor_us", "torch_sample_us",
-            "torch_verify_us", "flashinfer_sample_us", "flashinfer_verify_us", "topk50_us"]
+            "torch_verify_us", "flashinfer_sample_us", "flashinfer_verify_us", "topk50_us",
+            "amax_sample_us", "amax_verify_us"]
     for ax, v in zip(axes[0], vocabs):
         sel = [r for r in rows if r["V"] == v]
         for key in keys:
