@@ -336,6 +336,20 @@ def _earlier(ids, jj, xd, xd_ok, kb):
 
 
 @triton.jit
+def _hist_terms(ids, cnt, V, jj, xd, xd_ok, kb, bids, bval, bias_ids_ptr, bias_val_ptr, b,
+                bias_cap, HAS_BIAS: tl.constexpr, BIAS_CHUNK: tl.constexpr):
+    """A chunk of request b's history (ids and output counts cnt, loaded): which entries are
+    tokens, their generated counts per position ([POS, len]: output count + equal earlier
+    drafts) and their logit bias."""
+    ok = (ids >= 0) & (ids < V)
+    c = tl.where(ok, cnt, 0)[None, :] + _earlier(ids, jj, xd, xd_ok, kb)
+    bv = tl.zeros(ids.shape, tl.float32)
+    if HAS_BIAS:
+        bv = _bias_for(ids, bids, bval, bias_ids_ptr, bias_val_ptr, b, bias_cap, BIAS_CHUNK)
+    return ok, c, bv
+
+
+@triton.jit
 def _list_at(ptr, b, cap, h, other):
     """Entries h of request b's row of a [B, cap] list (`other` past cap)."""
     return tl.load(ptr + b.to(tl.int64) * cap + h, mask=h < cap, other=other)
@@ -506,6 +520,9 @@ def _patch_req(logits_ptr, row_stride, hist_ids_ptr, hist_cnt_ptr, hist_cap, bia
     if HAS_BIAS:
         bids = _list_at(bias_ids_ptr, b, bias_cap, bb, -1)
         bval = _list_at(bias_val_ptr, b, bias_cap, bb, 0.0)
+    else:  # no bias entries (`_hist_terms` takes them)
+        bids = tl.full([BIAS_CHUNK], -1, tl.int32)
+        bval = tl.zeros([BIAS_CHUNK], tl.float32)
     if HAS_EXTRA:
         xd = tl.load(draft_ptr + b * K + kb, mask=kb < K, other=-1)
         if HAS_ND:
@@ -526,12 +543,8 @@ def _patch_req(logits_ptr, row_stride, hist_ids_ptr, hist_cnt_ptr, hist_cap, bia
         tl.debug_barrier()
     # owners and counts, in registers (a list longer than its chunk: its other chunks too)
     if HAS_HIST:
-        hok = (hids >= 0) & (hids < V)
-        hc = tl.where(hok, hcnt, 0)[None, :] + _earlier(hids, jj, xd, xd_ok, kb)
-        hbv = tl.zeros([BLOCK_H], tl.float32)
-        if HAS_BIAS:
-            hbv = _bias_for(hids, bids, bval, bias_ids_ptr, bias_val_ptr, b, bias_cap,
-                            BIAS_CHUNK)
+        hok, hc, hbv = _hist_terms(hids, hcnt, V, jj, xd, xd_ok, kb, bids, bval, bias_ids_ptr,
+                                   bias_val_ptr, b, bias_cap, HAS_BIAS, BIAS_CHUNK)
     if HAS_BIAS:
         bok = (bids >= 0) & (bids < V)
         if HAS_HIST:
@@ -565,13 +578,9 @@ def _patch_req(logits_ptr, row_stride, hist_ids_ptr, hist_cnt_ptr, hist_cap, bia
     if HAS_HIST:
         for start in range(BLOCK_H, hist_cap, BLOCK_H):
             ids = _list_at(hist_ids_ptr, b, hist_cap, start + hb, -1)
-            ok = (ids >= 0) & (ids < V)
-            cnt = tl.where(ok, _list_at(hist_cnt_ptr, b, hist_cap, start + hb, 0), 0)
-            cnt = cnt[None, :] + _earlier(ids, jj, xd, xd_ok, kb)
-            bv = tl.zeros([BLOCK_H], tl.float32)
-            if HAS_BIAS:
-                bv = _bias_for(ids, bids, bval, bias_ids_ptr, bias_val_ptr, b, bias_cap,
-                               BIAS_CHUNK)
+            ok, cnt, bv = _hist_terms(ids, _list_at(hist_cnt_ptr, b, hist_cap, start + hb, 0),
+                                      V, jj, xd, xd_ok, kb, bids, bval, bias_ids_ptr,
+                                      bias_val_ptr, b, bias_cap, HAS_BIAS, BIAS_CHUNK)
             x = _gather(logits_ptr, row0, row_stride, jj, K1, ids, ok)
             _write_patch(x, row0, jj, K1, ids, ok, ok[None, :], cnt, bv[None, :], rep, freq,
                          pres, pval_ptr, V, bits_row, set_bits)
