@@ -308,9 +308,14 @@ def patch(logits: torch.Tensor, drafts: torch.Tensor, num_draft: torch.Tensor | 
     int32, one set a request shared by its K + 1 rows; the kernel zeroes it) the ids each
     request's history, bias and drafts (when some request has penalties) touch and returns
     pval [N, V] float32 holding each row's penalised, biased logits there (a draft at or
-    after the row's position: its unchanged logit; elsewhere unwritten).
+    after the row's position: its unchanged logit; elsewhere unwritten; the kernels keep it
+    as [B, V, K + 1]: `tk.PVAL_T`).
     logits [B, K+1, V] contiguous, drafts [B, K] int64."""
-    return _pre(logits, drafts, num_draft, head, bits, True, None, None)
+    pval = _pre(logits, drafts, num_draft, head, bits, True, None, None)
+    if tk.PVAL_T.value:  # [B, V, K + 1] -> [N, V]
+        bsz, k1, vocab = logits.shape
+        pval = pval.view(bsz, vocab, k1).transpose(1, 2).reshape(bsz * k1, vocab)
+    return pval
 
 
 def sample_plan(vocab: int) -> dict[str, int]:

@@ -267,8 +267,24 @@ def _unkey(k):
     return bits.to(tl.float32, bitcast=True)
 
 
+# The patch's values (pval) as [B, V, K + 1], a request's K + 1 rows side by side at each id
+# (one 32-byte sector holds an id's values for every position: verify's scattered stores
+# and the tile kernel's gathers touch 1/(K + 1) as many sectors), instead of [N, V].
+# SONICSPEC_PVAL_T=0 restores [N, V] (measurement).
+PVAL_T = tl.constexpr(os.environ.get("SONICSPEC_PVAL_T", "1") == "1")
+
+
 @triton.jit
-def _processed(logits_ptr, n, b, j, offs, V, row_stride, temp,
+def _pval_at(pval_ptr, b, j, K1, V, ids):
+    """Address of the patch value of request b, position j, at ids."""
+    if PVAL_T:
+        return pval_ptr + (b.to(tl.int64) * V * K1 + j) + ids * K1
+    else:
+        return pval_ptr + (b.to(tl.int64) * K1 + j) * V + ids
+
+
+@triton.jit
+def _processed(logits_ptr, n, b, j, K1, offs, V, row_stride, temp,
                gmask_ptr, g_sb, g_sj, has_g, bits_ptr, pval_ptr, W,
                HAS_GRAMMAR: tl.constexpr, HAS_PATCH: tl.constexpr):
     """Processed, temperature-scaled float32 logits of row n at token ids offs (-inf outside
@@ -282,7 +298,7 @@ def _processed(logits_ptr, n, b, j, offs, V, row_stride, temp,
     if HAS_PATCH:
         pw = tl.load(bits_ptr + b.to(tl.int64) * W + offs // 32, mask=inb, other=0)
         hit = inb & (((pw >> (offs % 32)) & 1) != 0)
-        x = tl.where(hit, tl.load(pval_ptr + n.to(tl.int64) * V + offs, mask=hit, other=0.0),
+        x = tl.where(hit, tl.load(_pval_at(pval_ptr, b, j, K1, V, offs), mask=hit, other=0.0),
                      x)
     if HAS_GRAMMAR:
         word = tl.load(gmask_ptr + b.to(tl.int64) * g_sb + j * g_sj + offs // 32, mask=inb,
@@ -320,7 +336,7 @@ def _write_patch(x, row0, jj, K1, ids, ok, seen, cnt, bv, rep, freq, pres, pval_
     y = tl.where(seen, tl.where(x > 0, _div(x, rep), x * rep), x)
     y = y - freq * c
     y = y - pres * (c > 0).to(tl.float32)
-    tl.store(pval_ptr + (row0 + jj) * V + ids[None, :], y + bv, mask=live)
+    tl.store(_pval_at(pval_ptr, row0 // K1, jj, K1, V, ids[None, :]), y + bv, mask=live)
     # relaxed: only later kernels read the bits (Triton's default, acq_rel, fences each)
     tl.atomic_or(bits_row + ids // 32, (1 << (ids % 32)).to(tl.int32), mask=ok & set_bits,
                  sem="relaxed")
@@ -703,7 +719,7 @@ def _tile_kernel(logits_ptr, row_stride, V, K1, temp_ptr, flags_ptr,
             hit = ((pw[:, None] >> lane[None, :]) & 1) != 0  # (bits past V are never set)
             # (x as the masked-off value: each hit loads into x's own register, and nothing
             # waits on one row's values before the next row's words are loaded)
-            x = tl.load(pval_ptr + n.to(tl.int64) * V + offs, mask=hit, other=x)
+            x = tl.load(_pval_at(pval_ptr, b, j, K1, V, offs), mask=hit, other=x)
     if HAS_GRAMMAR:  # noqa: SIM102 - a constexpr branch around a runtime one
         if has_g != 0:  # (rows without a grammar skip the words)
             gw = tl.load(gmask_ptr + b.to(tl.int64) * g_sb + j * g_sj + word, mask=word < W,
@@ -794,7 +810,7 @@ def _gap_bin(g, NB: tl.constexpr):
 
 
 @triton.jit
-def _search(logits_ptr, row_stride, V, n, b, j, T, temp, gmask_ptr, g_sb, g_sj, has_g,
+def _search(logits_ptr, row_stride, V, n, b, j, K1, T, temp, gmask_ptr, g_sb, g_sj, has_g,
             bits_ptr, pval_ptr, W, k, top_p, m0,
             BLOCK_V: tl.constexpr, HAS_GRAMMAR: tl.constexpr, HAS_PATCH: tl.constexpr):
     """Exact thresholds of one row by bisection over the order-preserving int32 keys, each
@@ -811,7 +827,7 @@ def _search(logits_ptr, row_stride, V, n, b, j, T, temp, gmask_ptr, g_sb, g_sj, 
             cnt = 0
             for t in range(T):
                 offs = t * BLOCK_V + ar
-                x = _processed(logits_ptr, n, b, j, offs, V, row_stride, temp, gmask_ptr,
+                x = _processed(logits_ptr, n, b, j, K1, offs, V, row_stride, temp, gmask_ptr,
                                g_sb, g_sj, has_g, bits_ptr, pval_ptr, W, HAS_GRAMMAR, HAS_PATCH)
                 cnt += tl.sum(((_key(x) >= mid) & (offs < V)).to(tl.int32), 0)
             lo = tl.where(cnt >= k, mid, lo)
@@ -820,7 +836,7 @@ def _search(logits_ptr, row_stride, V, n, b, j, T, temp, gmask_ptr, g_sb, g_sj, 
     s_a = 0.0
     for t in range(T):
         offs = t * BLOCK_V + ar
-        x = _processed(logits_ptr, n, b, j, offs, V, row_stride, temp, gmask_ptr, g_sb, g_sj,
+        x = _processed(logits_ptr, n, b, j, K1, offs, V, row_stride, temp, gmask_ptr, g_sb, g_sj,
                        has_g, bits_ptr, pval_ptr, W,
                        HAS_GRAMMAR, HAS_PATCH)
         s_a += tl.sum(tl.where((x > float("-inf")) & (x >= x_lo), _exp(x - m0), 0.0), 0)
@@ -833,7 +849,7 @@ def _search(logits_ptr, row_stride, V, n, b, j, T, temp, gmask_ptr, g_sb, g_sj, 
             mass = 0.0
             for t in range(T):
                 offs = t * BLOCK_V + ar
-                x = _processed(logits_ptr, n, b, j, offs, V, row_stride, temp, gmask_ptr,
+                x = _processed(logits_ptr, n, b, j, K1, offs, V, row_stride, temp, gmask_ptr,
                                g_sb, g_sj, has_g, bits_ptr, pval_ptr, W, HAS_GRAMMAR, HAS_PATCH)
                 keep = (x > float("-inf")) & (x >= x_lo) & (_key(x) > mid)
                 mass += tl.sum(tl.where(keep, _div(_exp(x - m0), s_a), 0.0), 0)
@@ -939,7 +955,7 @@ def _in_tile(logits_ptr, row_stride, V, n, b, j, K, tile, rest, temp, gmask_ptr,
     (float64): weights exp(x - M) of kept tokens, or with `resid` the residual
     max(w / wc - q, 0) of the draft law q."""
     offs = tile * BLOCK_V + tl.arange(0, BLOCK_V)
-    x = _processed(logits_ptr, n, b, j, offs, V, row_stride, temp, gmask_ptr, g_sb, g_sj,
+    x = _processed(logits_ptr, n, b, j, K + 1, offs, V, row_stride, temp, gmask_ptr, g_sb, g_sj,
                    has_g, bits_ptr, pval_ptr, W,
                    HAS_GRAMMAR, HAS_PATCH)
     w = tl.where(_keep(x, x_lo, m0, s_c, pthr, minp), _exp(x - m0), 0.0)
@@ -957,13 +973,13 @@ def _in_tile(logits_ptr, row_stride, V, n, b, j, K, tile, rest, temp, gmask_ptr,
 
 
 @triton.jit
-def _weight_at(logits_ptr, row_stride, V, n, b, j, xd, temp, gmask_ptr, g_sb, g_sj, has_g,
+def _weight_at(logits_ptr, row_stride, V, n, b, j, K1, xd, temp, gmask_ptr, g_sb, g_sj, has_g,
                bits_ptr, pval_ptr, W, x_lo, m0, s_c, pthr, minp,
                HAS_GRAMMAR: tl.constexpr, HAS_PATCH: tl.constexpr):
     """exp(x - M) of token xd if it is kept (0 if not, or outside the vocabulary)."""
     lane = tl.arange(0, 2)
     offs = tl.where(lane == 0, xd, -1).to(tl.int32)
-    x = _processed(logits_ptr, n, b, j, offs, V, row_stride, temp, gmask_ptr, g_sb, g_sj,
+    x = _processed(logits_ptr, n, b, j, K1, offs, V, row_stride, temp, gmask_ptr, g_sb, g_sj,
                    has_g, bits_ptr, pval_ptr, W,
                    HAS_GRAMMAR, HAS_PATCH)
     keep = _keep(x, x_lo, m0, s_c, pthr, minp) & (lane == 0)
@@ -1293,7 +1309,7 @@ def _finish_kernel(logits_ptr, row_stride, V, K, K1, T, temp_ptr,
         if VERIFY:  # noqa: SIM102
             if has_d:
                 if Q_MODE == 0:
-                    w_x = _weight_at(logits_ptr, row_stride, V, n, b, j, xd, temp, gmask_ptr,
+                    w_x = _weight_at(logits_ptr, row_stride, V, n, b, j, K1, xd, temp, gmask_ptr,
                                      g_sb, g_sj, has_g, bits_ptr, pval_ptr, W, x_lo, m0, s_c,
                                      pthr, minp, HAS_GRAMMAR, HAS_PATCH)
                     acc = u_a * q_x < tl.where(inside, _div(w_x, s_c), 0.0)
@@ -1320,7 +1336,7 @@ def _finish_kernel(logits_ptr, row_stride, V, K, K1, T, temp_ptr,
             c2 = tl.full((), 0, tl.int64)
             c3 = tl.full((), 0, tl.int64)
             for t in range(T):
-                x = _processed(logits_ptr, n, b, j, t * BLOCK_V + ar, V, row_stride, temp,
+                x = _processed(logits_ptr, n, b, j, K1, t * BLOCK_V + ar, V, row_stride, temp,
                                gmask_ptr, g_sb, g_sj, has_g, bits_ptr, pval_ptr, W,
                                HAS_GRAMMAR, HAS_PATCH)
                 fin = x > float("-inf")
@@ -1339,8 +1355,9 @@ def _finish_kernel(logits_ptr, row_stride, V, K, K1, T, temp_ptr,
                 base2 = sv2_ptr + n.to(tl.int64) * CMAX2
                 for t in range(T):
                     offs = t * BLOCK_V + ar
-                    x = _processed(logits_ptr, n, b, j, offs, V, row_stride, temp, gmask_ptr, g_sb,
-                                   g_sj, has_g, bits_ptr, pval_ptr, W, HAS_GRAMMAR, HAS_PATCH)
+                    x = _processed(logits_ptr, n, b, j, K1, offs, V, row_stride, temp,
+                                   gmask_ptr, g_sb, g_sj, has_g, bits_ptr, pval_ptr, W,
+                                   HAS_GRAMMAR, HAS_PATCH)
                     sel = (x > float("-inf")) & (_gap_bin(m0 - x, 64) <= lvl)
                     slot2 = got + tl.cumsum(sel.to(tl.int32), 0) - 1
                     pair = (offs.to(tl.int64) << 32) | (x.to(tl.int32, bitcast=True).to(tl.int64)
@@ -1368,7 +1385,7 @@ def _finish_kernel(logits_ptr, row_stride, V, K, K1, T, temp_ptr,
     if slow:
         path = 3
         if filtered:
-            x_lo, s_c = _search(logits_ptr, row_stride, V, n, b, j, T, temp, gmask_ptr, g_sb,
+            x_lo, s_c = _search(logits_ptr, row_stride, V, n, b, j, K1, T, temp, gmask_ptr, g_sb,
                                 g_sj, has_g, bits_ptr, pval_ptr, W,
                                 k, top_p, m0, BLOCK_V, HAS_GRAMMAR, HAS_PATCH)
             pthr = 0.0
@@ -1376,7 +1393,7 @@ def _finish_kernel(logits_ptr, row_stride, V, K, K1, T, temp_ptr,
         ar = tl.arange(0, BLOCK_V)
         wm = tl.zeros([T_PAD], tl.float32)
         for t in range(T):
-            x = _processed(logits_ptr, n, b, j, t * BLOCK_V + ar, V, row_stride, temp,
+            x = _processed(logits_ptr, n, b, j, K1, t * BLOCK_V + ar, V, row_stride, temp,
                            gmask_ptr, g_sb, g_sj, has_g, bits_ptr, pval_ptr, W, HAS_GRAMMAR,
                            HAS_PATCH)
             ws = tl.sum(tl.where(_keep(x, x_lo, m0, s_c, pthr, minp), _exp(x - m0), 0.0), 0)
@@ -1390,14 +1407,14 @@ def _finish_kernel(logits_ptr, row_stride, V, K, K1, T, temp_ptr,
                          BLOCK_V, Q_MODE, BLOCK_Q, HAS_GRAMMAR, HAS_PATCH)
         if VERIFY:  # noqa: SIM102
             if has_d:
-                w_x = _weight_at(logits_ptr, row_stride, V, n, b, j, xd, temp, gmask_ptr, g_sb,
+                w_x = _weight_at(logits_ptr, row_stride, V, n, b, j, K1, xd, temp, gmask_ptr, g_sb,
                                  g_sj, has_g, bits_ptr, pval_ptr, W,
                                  x_lo, m0, s_c, pthr, minp, HAS_GRAMMAR, HAS_PATCH)
                 acc = u_a * q_x < tl.where(inside, _div(w_x, wc), 0.0)
                 rm = tl.zeros([T_PAD], tl.float32)
                 for t in range(T):
                     offs = t * BLOCK_V + ar
-                    x = _processed(logits_ptr, n, b, j, offs, V, row_stride, temp, gmask_ptr,
+                    x = _processed(logits_ptr, n, b, j, K1, offs, V, row_stride, temp, gmask_ptr,
                                    g_sb, g_sj, has_g, bits_ptr, pval_ptr, W, HAS_GRAMMAR, HAS_PATCH)
                     w = tl.where(_keep(x, x_lo, m0, s_c, pthr, minp), _exp(x - m0), 0.0)
                     if Q_MODE == 0:
