@@ -267,20 +267,16 @@ def _unkey(k):
     return bits.to(tl.float32, bitcast=True)
 
 
-# The patch's values (pval) as [B, V, K + 1], a request's K + 1 rows side by side at each id
-# (one 32-byte sector holds an id's values for every position: verify's scattered stores
-# and the tile kernel's gathers touch 1/(K + 1) as many sectors), instead of [N, V].
-# SONICSPEC_PVAL_T=0 restores [N, V] (measurement).
-PVAL_T = tl.constexpr(os.environ.get("SONICSPEC_PVAL_T", "1") == "1")
-
-
 @triton.jit
-def _pval_at(pval_ptr, b, j, K1, V, ids):
-    """Address of the patch value of request b, position j, at ids."""
-    if PVAL_T:
+def _pval_at(pval_ptr, n, b, j, K1, V, ids, HAS_PATCH: tl.constexpr):
+    """Address of the patch value of row n = request b, position j, at ids. HAS_PATCH is the layout
+    of pval (`triton_backend.patch_mode`): 1 [N, V], a row's values together; 2 [B, V, K + 1],
+    a request's K + 1 rows side by side at each id (one 32-byte sector holds an id's values
+    for every position: verify's scattered patch stores touch 1/(K + 1) as many sectors)."""
+    if HAS_PATCH == 2:
         return pval_ptr + (b.to(tl.int64) * V * K1 + j) + ids * K1
     else:
-        return pval_ptr + (b.to(tl.int64) * K1 + j) * V + ids
+        return pval_ptr + n.to(tl.int64) * V + ids
 
 
 @triton.jit
@@ -298,7 +294,8 @@ def _processed(logits_ptr, n, b, j, K1, offs, V, row_stride, temp,
     if HAS_PATCH:
         pw = tl.load(bits_ptr + b.to(tl.int64) * W + offs // 32, mask=inb, other=0)
         hit = inb & (((pw >> (offs % 32)) & 1) != 0)
-        x = tl.where(hit, tl.load(_pval_at(pval_ptr, b, j, K1, V, offs), mask=hit, other=0.0),
+        x = tl.where(hit, tl.load(_pval_at(pval_ptr, n, b, j, K1, V, offs, HAS_PATCH), mask=hit,
+                                 other=0.0),
                      x)
     if HAS_GRAMMAR:
         word = tl.load(gmask_ptr + b.to(tl.int64) * g_sb + j * g_sj + offs // 32, mask=inb,
@@ -326,7 +323,7 @@ def _gather(logits_ptr, row0, row_stride, jj, K1, ids, ok):
 
 @triton.jit
 def _write_patch(x, row0, jj, K1, ids, ok, seen, cnt, bv, rep, freq, pres, pval_ptr, V,
-                 bits_row, set_bits):
+                 bits_row, set_bits, LAYOUT: tl.constexpr):
     """Store the penalised, biased logit (before temperature) for the logits x at ids in rows
     row0 + jj (seen, cnt and bv per position and id), in torch's order of operations, and,
     when set_bits, set the ids' bits: repetition if seen, - freq * generated count,
@@ -336,7 +333,8 @@ def _write_patch(x, row0, jj, K1, ids, ok, seen, cnt, bv, rep, freq, pres, pval_
     y = tl.where(seen, tl.where(x > 0, _div(x, rep), x * rep), x)
     y = y - freq * c
     y = y - pres * (c > 0).to(tl.float32)
-    tl.store(_pval_at(pval_ptr, row0 // K1, jj, K1, V, ids[None, :]), y + bv, mask=live)
+    tl.store(_pval_at(pval_ptr, row0 + jj, row0 // K1, jj, K1, V, ids[None, :], LAYOUT), y + bv,
+             mask=live)
     # relaxed: only later kernels read the bits (Triton's default, acq_rel, fences each)
     tl.atomic_or(bits_row + ids // 32, (1 << (ids % 32)).to(tl.int32), mask=ok & set_bits,
                  sem="relaxed")
@@ -431,7 +429,7 @@ def _pre_kernel(logits_ptr, row_stride, hist_ids_ptr, hist_cnt_ptr, hist_cap, bi
                        bias_ids_ptr, bias_val_ptr, bias_cap, draft_ptr, ndraft_ptr, K, K1,
                        rep_ptr, freq_ptr, pres_ptr, bits_ptr, pval_ptr, V, W, n // K1, n % K1,
                        HAS_HIST, HAS_BIAS, HAS_EXTRA, HAS_ND, BLOCK_H, BLOCK_K, POS,
-                       BIAS_CHUNK)
+                       BIAS_CHUNK, HAS_PATCH)
         q = q - 1
     if HAS_THR:  # noqa: SIM102 - a constexpr branch around a runtime one
         if q >= 0:
@@ -506,7 +504,7 @@ def _patch_req(logits_ptr, row_stride, hist_ids_ptr, hist_cnt_ptr, hist_cap, bia
                pres_ptr, bits_ptr, pval_ptr, V, W, b, jbase,
                HAS_HIST: tl.constexpr, HAS_BIAS: tl.constexpr, HAS_EXTRA: tl.constexpr,
                HAS_ND: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_K: tl.constexpr,
-               POS: tl.constexpr, BIAS_CHUNK: tl.constexpr):
+               POS: tl.constexpr, BIAS_CHUNK: tl.constexpr, LAYOUT: tl.constexpr):
     """Rows b (K + 1) + jbase + [0, POS) of request b: the patch, over the ids the
     request's history, logit bias and drafts touch (never the whole vocabulary). One bit set
     a request, shared by its K + 1 rows (set by the program with jbase = 0, which zeroes it
@@ -583,13 +581,13 @@ def _patch_req(logits_ptr, row_stride, hist_ids_ptr, hist_cnt_ptr, hist_cap, bia
         xe = _gather(logits_ptr, row0, row_stride, jj, K1, xd, eok)
     if HAS_HIST:
         _write_patch(xh, row0, jj, K1, hids, hok, hok[None, :], hc, hbv[None, :], rep, freq,
-                     pres, pval_ptr, V, bits_row, set_bits)
+                     pres, pval_ptr, V, bits_row, set_bits, LAYOUT)
     if HAS_BIAS:
         _write_patch(xb, row0, jj, K1, bids, bok, bc > 0, bc, bval[None, :], rep, freq, pres,
-                     pval_ptr, V, bits_row, set_bits)
+                     pval_ptr, V, bits_row, set_bits, LAYOUT)
     if HAS_EXTRA:
         _write_patch(xe, row0, jj, K1, xd, eok, ec > 0, ec, 0.0, rep, freq, pres, pval_ptr, V,
-                     bits_row, set_bits)
+                     bits_row, set_bits, LAYOUT)
     # the other chunks of long lists, one at a time
     if HAS_HIST:
         for start in range(BLOCK_H, hist_cap, BLOCK_H):
@@ -599,7 +597,7 @@ def _patch_req(logits_ptr, row_stride, hist_ids_ptr, hist_cnt_ptr, hist_cap, bia
                                       bias_val_ptr, b, bias_cap, HAS_BIAS, BIAS_CHUNK)
             x = _gather(logits_ptr, row0, row_stride, jj, K1, ids, ok)
             _write_patch(x, row0, jj, K1, ids, ok, ok[None, :], cnt, bv[None, :], rep, freq,
-                         pres, pval_ptr, V, bits_row, set_bits)
+                         pres, pval_ptr, V, bits_row, set_bits, LAYOUT)
     if HAS_BIAS:
         for start in range(BIAS_CHUNK, bias_cap, BIAS_CHUNK):
             ids = _list_at(bias_ids_ptr, b, bias_cap, start + bb, -1)
@@ -610,7 +608,7 @@ def _patch_req(logits_ptr, row_stride, hist_ids_ptr, hist_cnt_ptr, hist_cap, bia
             cnt = _earlier(ids, jj, xd, xd_ok, kb)
             x = _gather(logits_ptr, row0, row_stride, jj, K1, ids, ok)
             _write_patch(x, row0, jj, K1, ids, ok, cnt > 0, cnt, val[None, :], rep, freq, pres,
-                         pval_ptr, V, bits_row, set_bits)
+                         pval_ptr, V, bits_row, set_bits, LAYOUT)
 
 
 # The tile's logits, read once, go first out of L2 (evict_first), so that the stats and
@@ -719,7 +717,7 @@ def _tile_kernel(logits_ptr, row_stride, V, K1, temp_ptr, flags_ptr,
             hit = ((pw[:, None] >> lane[None, :]) & 1) != 0  # (bits past V are never set)
             # (x as the masked-off value: each hit loads into x's own register, and nothing
             # waits on one row's values before the next row's words are loaded)
-            x = tl.load(_pval_at(pval_ptr, b, j, K1, V, offs), mask=hit, other=x)
+            x = tl.load(_pval_at(pval_ptr, n, b, j, K1, V, offs, HAS_PATCH), mask=hit, other=x)
     if HAS_GRAMMAR:  # noqa: SIM102 - a constexpr branch around a runtime one
         if has_g != 0:  # (rows without a grammar skip the words)
             gw = tl.load(gmask_ptr + b.to(tl.int64) * g_sb + j * g_sj + word, mask=word < W,
