@@ -49,6 +49,22 @@ C_OVERRIDE = os.environ.get("SONICSPEC_C")  # measurement: candidate slots per t
 TILE_WARPS = os.environ.get("SONICSPEC_TILE_WARPS")  # measurement (default: BLOCK_V / 512)
 FINISH_WARPS = int(os.environ.get("SONICSPEC_FINISH_WARPS", "8"))
 PRE_WARPS = int(os.environ.get("SONICSPEC_PRE_WARPS", "4"))
+# pval's layout (`tk._pval_at`, the kernels' HAS_PATCH): for verify up to V = 65536,
+# [B, V, K + 1], a request's K + 1 values at an id in one sector (run 67, verify B = 256,
+# V = 32000: the pre kernel 48 -> 37 us with every row penalised, graph replays 155 -> 143;
+# issue mix 144 -> 140), else [N, V] (at V = 262144 the tile kernel's strided address spills
+# at its register cap: B = 256 550 -> 619 us). SONICSPEC_PVAL_T=1 / 0 forces one.
+PVAL_T = os.environ.get("SONICSPEC_PVAL_T", "auto")
+PVAL_T_MAX_V = 65536
+
+
+def patch_mode(vocab: int, k1: int) -> int:
+    """HAS_PATCH of a call with a patch: 2 for pval as [B, V, K + 1], 1 for [N, V]."""
+    if PVAL_T in ("0", "1"):
+        return 2 if PVAL_T == "1" and k1 > 1 else 1
+    return 2 if k1 > 1 and vocab <= PVAL_T_MAX_V else 1
+
+
 # A register cap for sample's pre kernel: 80 (92 uncapped at V >= 128256 since the patch
 # program issues all its lists' loads, then all its gathers; no spills at 80), about as many
 # programs an SM as before that change; run 66's same-call sweep: no difference beyond
@@ -224,7 +240,7 @@ def _run(logits: torch.Tensor, drafts: torch.Tensor, batch: SamplingBatch,
         gmask, g_sb, g_sj = gm, gm.stride(0), gm.stride(1)
     else:
         gmask, g_sb, g_sj = head.has_grammar, 0, 0
-    has_patch = head.any_penalty or head.any_bias
+    has_patch = patch_mode(vocab, k1) if head.any_penalty or head.any_bias else 0
     has_filter = head.max_top_k > 0 or head.any_top_p or head.any_min_p
     # No memset: the patch programs zero their requests' bits, a tile zeroes its slot counter
     # when it needs it, and the threshold tickets live in a buffer that outlives the call.
@@ -308,9 +324,15 @@ def patch(logits: torch.Tensor, drafts: torch.Tensor, num_draft: torch.Tensor | 
     int32, one set a request shared by its K + 1 rows; the kernel zeroes it) the ids each
     request's history, bias and drafts (when some request has penalties) touch and returns
     pval [N, V] float32 holding each row's penalised, biased logits there (a draft at or
-    after the row's position: its unchanged logit; elsewhere unwritten).
+    after the row's position: its unchanged logit; elsewhere unwritten; the kernels may keep
+    it as [B, V, K + 1]: `patch_mode`).
     logits [B, K+1, V] contiguous, drafts [B, K] int64."""
-    return _pre(logits, drafts, num_draft, head, bits, True, None, None)
+    bsz, k1, vocab = logits.shape
+    mode = patch_mode(vocab, k1)
+    pval = _pre(logits, drafts, num_draft, head, bits, mode, None, None)
+    if mode == 2:  # [B, V, K + 1] -> [N, V]
+        pval = pval.view(bsz, vocab, k1).transpose(1, 2).reshape(bsz * k1, vocab)
+    return pval
 
 
 def sample_plan(vocab: int) -> dict[str, int]:
@@ -336,12 +358,13 @@ def thr_parts(rows: int, gb: int) -> int:
 
 
 def _pre(logits: torch.Tensor, drafts: torch.Tensor, num_draft: torch.Tensor | None,
-         head: SamplingBatch, bits: torch.Tensor, has_patch: bool, tick: torch.Tensor | None,
+         head: SamplingBatch, bits: torch.Tensor, has_patch: int, tick: torch.Tensor | None,
          thr: torch.Tensor | None) -> torch.Tensor:
-    """`_pre_kernel`: the patch (when has_patch: see `patch`) and, when `thr` ([N] float32) is
-    given, each filtered row's candidate threshold in it. Rows split over several programs
-    meet through tickets: `tick` ([N] int32, zero; zero again after the call), by default
-    the device's shared buffer (`_tickets`), taken only then. Returns pval."""
+    """`_pre_kernel`: the patch (when has_patch, pval's layout: `patch_mode`; see `patch`)
+    and, when `thr` ([N] float32) is given, each filtered row's candidate threshold in it.
+    Rows split over several programs meet through tickets: `tick` ([N] int32, zero; zero
+    again after the call), by default the device's shared buffer (`_tickets`), taken only
+    then. Returns pval."""
     bsz, k1, vocab = logits.shape
     k = k1 - 1
     dev = logits.device

@@ -268,7 +268,19 @@ def _unkey(k):
 
 
 @triton.jit
-def _processed(logits_ptr, n, b, j, offs, V, row_stride, temp,
+def _pval_at(pval_ptr, n, b, j, K1, V, ids, HAS_PATCH: tl.constexpr):
+    """Address of the patch value of row n = request b, position j, at ids. HAS_PATCH is the layout
+    of pval (`triton_backend.patch_mode`): 1 [N, V], a row's values together; 2 [B, V, K + 1],
+    a request's K + 1 rows side by side at each id (one 32-byte sector holds an id's values
+    for every position: verify's scattered patch stores touch 1/(K + 1) as many sectors)."""
+    if HAS_PATCH == 2:
+        return pval_ptr + (b.to(tl.int64) * V * K1 + j) + ids * K1
+    else:
+        return pval_ptr + n.to(tl.int64) * V + ids
+
+
+@triton.jit
+def _processed(logits_ptr, n, b, j, K1, offs, V, row_stride, temp,
                gmask_ptr, g_sb, g_sj, has_g, bits_ptr, pval_ptr, W,
                HAS_GRAMMAR: tl.constexpr, HAS_PATCH: tl.constexpr):
     """Processed, temperature-scaled float32 logits of row n at token ids offs (-inf outside
@@ -282,7 +294,8 @@ def _processed(logits_ptr, n, b, j, offs, V, row_stride, temp,
     if HAS_PATCH:
         pw = tl.load(bits_ptr + b.to(tl.int64) * W + offs // 32, mask=inb, other=0)
         hit = inb & (((pw >> (offs % 32)) & 1) != 0)
-        x = tl.where(hit, tl.load(pval_ptr + n.to(tl.int64) * V + offs, mask=hit, other=0.0),
+        x = tl.where(hit, tl.load(_pval_at(pval_ptr, n, b, j, K1, V, offs, HAS_PATCH), mask=hit,
+                                 other=0.0),
                      x)
     if HAS_GRAMMAR:
         word = tl.load(gmask_ptr + b.to(tl.int64) * g_sb + j * g_sj + offs // 32, mask=inb,
@@ -310,7 +323,7 @@ def _gather(logits_ptr, row0, row_stride, jj, K1, ids, ok):
 
 @triton.jit
 def _write_patch(x, row0, jj, K1, ids, ok, seen, cnt, bv, rep, freq, pres, pval_ptr, V,
-                 bits_row, set_bits):
+                 bits_row, set_bits, LAYOUT: tl.constexpr):
     """Store the penalised, biased logit (before temperature) for the logits x at ids in rows
     row0 + jj (seen, cnt and bv per position and id), in torch's order of operations, and,
     when set_bits, set the ids' bits: repetition if seen, - freq * generated count,
@@ -320,7 +333,8 @@ def _write_patch(x, row0, jj, K1, ids, ok, seen, cnt, bv, rep, freq, pres, pval_
     y = tl.where(seen, tl.where(x > 0, _div(x, rep), x * rep), x)
     y = y - freq * c
     y = y - pres * (c > 0).to(tl.float32)
-    tl.store(pval_ptr + (row0 + jj) * V + ids[None, :], y + bv, mask=live)
+    tl.store(_pval_at(pval_ptr, row0 + jj, row0 // K1, jj, K1, V, ids[None, :], LAYOUT), y + bv,
+             mask=live)
     # relaxed: only later kernels read the bits (Triton's default, acq_rel, fences each)
     tl.atomic_or(bits_row + ids // 32, (1 << (ids % 32)).to(tl.int32), mask=ok & set_bits,
                  sem="relaxed")
@@ -415,7 +429,7 @@ def _pre_kernel(logits_ptr, row_stride, hist_ids_ptr, hist_cnt_ptr, hist_cap, bi
                        bias_ids_ptr, bias_val_ptr, bias_cap, draft_ptr, ndraft_ptr, K, K1,
                        rep_ptr, freq_ptr, pres_ptr, bits_ptr, pval_ptr, V, W, n // K1, n % K1,
                        HAS_HIST, HAS_BIAS, HAS_EXTRA, HAS_ND, BLOCK_H, BLOCK_K, POS,
-                       BIAS_CHUNK)
+                       BIAS_CHUNK, HAS_PATCH)
         q = q - 1
     if HAS_THR:  # noqa: SIM102 - a constexpr branch around a runtime one
         if q >= 0:
@@ -490,7 +504,7 @@ def _patch_req(logits_ptr, row_stride, hist_ids_ptr, hist_cnt_ptr, hist_cap, bia
                pres_ptr, bits_ptr, pval_ptr, V, W, b, jbase,
                HAS_HIST: tl.constexpr, HAS_BIAS: tl.constexpr, HAS_EXTRA: tl.constexpr,
                HAS_ND: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_K: tl.constexpr,
-               POS: tl.constexpr, BIAS_CHUNK: tl.constexpr):
+               POS: tl.constexpr, BIAS_CHUNK: tl.constexpr, LAYOUT: tl.constexpr):
     """Rows b (K + 1) + jbase + [0, POS) of request b: the patch, over the ids the
     request's history, logit bias and drafts touch (never the whole vocabulary). One bit set
     a request, shared by its K + 1 rows (set by the program with jbase = 0, which zeroes it
@@ -567,13 +581,13 @@ def _patch_req(logits_ptr, row_stride, hist_ids_ptr, hist_cnt_ptr, hist_cap, bia
         xe = _gather(logits_ptr, row0, row_stride, jj, K1, xd, eok)
     if HAS_HIST:
         _write_patch(xh, row0, jj, K1, hids, hok, hok[None, :], hc, hbv[None, :], rep, freq,
-                     pres, pval_ptr, V, bits_row, set_bits)
+                     pres, pval_ptr, V, bits_row, set_bits, LAYOUT)
     if HAS_BIAS:
         _write_patch(xb, row0, jj, K1, bids, bok, bc > 0, bc, bval[None, :], rep, freq, pres,
-                     pval_ptr, V, bits_row, set_bits)
+                     pval_ptr, V, bits_row, set_bits, LAYOUT)
     if HAS_EXTRA:
         _write_patch(xe, row0, jj, K1, xd, eok, ec > 0, ec, 0.0, rep, freq, pres, pval_ptr, V,
-                     bits_row, set_bits)
+                     bits_row, set_bits, LAYOUT)
     # the other chunks of long lists, one at a time
     if HAS_HIST:
         for start in range(BLOCK_H, hist_cap, BLOCK_H):
@@ -583,7 +597,7 @@ def _patch_req(logits_ptr, row_stride, hist_ids_ptr, hist_cnt_ptr, hist_cap, bia
                                       bias_val_ptr, b, bias_cap, HAS_BIAS, BIAS_CHUNK)
             x = _gather(logits_ptr, row0, row_stride, jj, K1, ids, ok)
             _write_patch(x, row0, jj, K1, ids, ok, ok[None, :], cnt, bv[None, :], rep, freq,
-                         pres, pval_ptr, V, bits_row, set_bits)
+                         pres, pval_ptr, V, bits_row, set_bits, LAYOUT)
     if HAS_BIAS:
         for start in range(BIAS_CHUNK, bias_cap, BIAS_CHUNK):
             ids = _list_at(bias_ids_ptr, b, bias_cap, start + bb, -1)
@@ -594,7 +608,7 @@ def _patch_req(logits_ptr, row_stride, hist_ids_ptr, hist_cnt_ptr, hist_cap, bia
             cnt = _earlier(ids, jj, xd, xd_ok, kb)
             x = _gather(logits_ptr, row0, row_stride, jj, K1, ids, ok)
             _write_patch(x, row0, jj, K1, ids, ok, cnt > 0, cnt, val[None, :], rep, freq, pres,
-                         pval_ptr, V, bits_row, set_bits)
+                         pval_ptr, V, bits_row, set_bits, LAYOUT)
 
 
 # The tile's logits, read once, go first out of L2 (evict_first), so that the stats and
@@ -703,7 +717,7 @@ def _tile_kernel(logits_ptr, row_stride, V, K1, temp_ptr, flags_ptr,
             hit = ((pw[:, None] >> lane[None, :]) & 1) != 0  # (bits past V are never set)
             # (x as the masked-off value: each hit loads into x's own register, and nothing
             # waits on one row's values before the next row's words are loaded)
-            x = tl.load(pval_ptr + n.to(tl.int64) * V + offs, mask=hit, other=x)
+            x = tl.load(_pval_at(pval_ptr, n, b, j, K1, V, offs, HAS_PATCH), mask=hit, other=x)
     if HAS_GRAMMAR:  # noqa: SIM102 - a constexpr branch around a runtime one
         if has_g != 0:  # (rows without a grammar skip the words)
             gw = tl.load(gmask_ptr + b.to(tl.int64) * g_sb + j * g_sj + word, mask=word < W,
@@ -794,7 +808,7 @@ def _gap_bin(g, NB: tl.constexpr):
 
 
 @triton.jit
-def _search(logits_ptr, row_stride, V, n, b, j, T, temp, gmask_ptr, g_sb, g_sj, has_g,
+def _search(logits_ptr, row_stride, V, n, b, j, K1, T, temp, gmask_ptr, g_sb, g_sj, has_g,
             bits_ptr, pval_ptr, W, k, top_p, m0,
             BLOCK_V: tl.constexpr, HAS_GRAMMAR: tl.constexpr, HAS_PATCH: tl.constexpr):
     """Exact thresholds of one row by bisection over the order-preserving int32 keys, each
@@ -811,7 +825,7 @@ def _search(logits_ptr, row_stride, V, n, b, j, T, temp, gmask_ptr, g_sb, g_sj, 
             cnt = 0
             for t in range(T):
                 offs = t * BLOCK_V + ar
-                x = _processed(logits_ptr, n, b, j, offs, V, row_stride, temp, gmask_ptr,
+                x = _processed(logits_ptr, n, b, j, K1, offs, V, row_stride, temp, gmask_ptr,
                                g_sb, g_sj, has_g, bits_ptr, pval_ptr, W, HAS_GRAMMAR, HAS_PATCH)
                 cnt += tl.sum(((_key(x) >= mid) & (offs < V)).to(tl.int32), 0)
             lo = tl.where(cnt >= k, mid, lo)
@@ -820,7 +834,7 @@ def _search(logits_ptr, row_stride, V, n, b, j, T, temp, gmask_ptr, g_sb, g_sj, 
     s_a = 0.0
     for t in range(T):
         offs = t * BLOCK_V + ar
-        x = _processed(logits_ptr, n, b, j, offs, V, row_stride, temp, gmask_ptr, g_sb, g_sj,
+        x = _processed(logits_ptr, n, b, j, K1, offs, V, row_stride, temp, gmask_ptr, g_sb, g_sj,
                        has_g, bits_ptr, pval_ptr, W,
                        HAS_GRAMMAR, HAS_PATCH)
         s_a += tl.sum(tl.where((x > float("-inf")) & (x >= x_lo), _exp(x - m0), 0.0), 0)
@@ -833,7 +847,7 @@ def _search(logits_ptr, row_stride, V, n, b, j, T, temp, gmask_ptr, g_sb, g_sj, 
             mass = 0.0
             for t in range(T):
                 offs = t * BLOCK_V + ar
-                x = _processed(logits_ptr, n, b, j, offs, V, row_stride, temp, gmask_ptr,
+                x = _processed(logits_ptr, n, b, j, K1, offs, V, row_stride, temp, gmask_ptr,
                                g_sb, g_sj, has_g, bits_ptr, pval_ptr, W, HAS_GRAMMAR, HAS_PATCH)
                 keep = (x > float("-inf")) & (x >= x_lo) & (_key(x) > mid)
                 mass += tl.sum(tl.where(keep, _div(_exp(x - m0), s_a), 0.0), 0)
@@ -939,7 +953,7 @@ def _in_tile(logits_ptr, row_stride, V, n, b, j, K, tile, rest, temp, gmask_ptr,
     (float64): weights exp(x - M) of kept tokens, or with `resid` the residual
     max(w / wc - q, 0) of the draft law q."""
     offs = tile * BLOCK_V + tl.arange(0, BLOCK_V)
-    x = _processed(logits_ptr, n, b, j, offs, V, row_stride, temp, gmask_ptr, g_sb, g_sj,
+    x = _processed(logits_ptr, n, b, j, K + 1, offs, V, row_stride, temp, gmask_ptr, g_sb, g_sj,
                    has_g, bits_ptr, pval_ptr, W,
                    HAS_GRAMMAR, HAS_PATCH)
     w = tl.where(_keep(x, x_lo, m0, s_c, pthr, minp), _exp(x - m0), 0.0)
@@ -957,13 +971,13 @@ def _in_tile(logits_ptr, row_stride, V, n, b, j, K, tile, rest, temp, gmask_ptr,
 
 
 @triton.jit
-def _weight_at(logits_ptr, row_stride, V, n, b, j, xd, temp, gmask_ptr, g_sb, g_sj, has_g,
+def _weight_at(logits_ptr, row_stride, V, n, b, j, K1, xd, temp, gmask_ptr, g_sb, g_sj, has_g,
                bits_ptr, pval_ptr, W, x_lo, m0, s_c, pthr, minp,
                HAS_GRAMMAR: tl.constexpr, HAS_PATCH: tl.constexpr):
     """exp(x - M) of token xd if it is kept (0 if not, or outside the vocabulary)."""
     lane = tl.arange(0, 2)
     offs = tl.where(lane == 0, xd, -1).to(tl.int32)
-    x = _processed(logits_ptr, n, b, j, offs, V, row_stride, temp, gmask_ptr, g_sb, g_sj,
+    x = _processed(logits_ptr, n, b, j, K1, offs, V, row_stride, temp, gmask_ptr, g_sb, g_sj,
                    has_g, bits_ptr, pval_ptr, W,
                    HAS_GRAMMAR, HAS_PATCH)
     keep = _keep(x, x_lo, m0, s_c, pthr, minp) & (lane == 0)
@@ -1293,7 +1307,7 @@ def _finish_kernel(logits_ptr, row_stride, V, K, K1, T, temp_ptr,
         if VERIFY:  # noqa: SIM102
             if has_d:
                 if Q_MODE == 0:
-                    w_x = _weight_at(logits_ptr, row_stride, V, n, b, j, xd, temp, gmask_ptr,
+                    w_x = _weight_at(logits_ptr, row_stride, V, n, b, j, K1, xd, temp, gmask_ptr,
                                      g_sb, g_sj, has_g, bits_ptr, pval_ptr, W, x_lo, m0, s_c,
                                      pthr, minp, HAS_GRAMMAR, HAS_PATCH)
                     acc = u_a * q_x < tl.where(inside, _div(w_x, s_c), 0.0)
@@ -1320,7 +1334,7 @@ def _finish_kernel(logits_ptr, row_stride, V, K, K1, T, temp_ptr,
             c2 = tl.full((), 0, tl.int64)
             c3 = tl.full((), 0, tl.int64)
             for t in range(T):
-                x = _processed(logits_ptr, n, b, j, t * BLOCK_V + ar, V, row_stride, temp,
+                x = _processed(logits_ptr, n, b, j, K1, t * BLOCK_V + ar, V, row_stride, temp,
                                gmask_ptr, g_sb, g_sj, has_g, bits_ptr, pval_ptr, W,
                                HAS_GRAMMAR, HAS_PATCH)
                 fin = x > float("-inf")
@@ -1339,8 +1353,9 @@ def _finish_kernel(logits_ptr, row_stride, V, K, K1, T, temp_ptr,
                 base2 = sv2_ptr + n.to(tl.int64) * CMAX2
                 for t in range(T):
                     offs = t * BLOCK_V + ar
-                    x = _processed(logits_ptr, n, b, j, offs, V, row_stride, temp, gmask_ptr, g_sb,
-                                   g_sj, has_g, bits_ptr, pval_ptr, W, HAS_GRAMMAR, HAS_PATCH)
+                    x = _processed(logits_ptr, n, b, j, K1, offs, V, row_stride, temp,
+                                   gmask_ptr, g_sb, g_sj, has_g, bits_ptr, pval_ptr, W,
+                                   HAS_GRAMMAR, HAS_PATCH)
                     sel = (x > float("-inf")) & (_gap_bin(m0 - x, 64) <= lvl)
                     slot2 = got + tl.cumsum(sel.to(tl.int32), 0) - 1
                     pair = (offs.to(tl.int64) << 32) | (x.to(tl.int32, bitcast=True).to(tl.int64)
@@ -1368,7 +1383,7 @@ def _finish_kernel(logits_ptr, row_stride, V, K, K1, T, temp_ptr,
     if slow:
         path = 3
         if filtered:
-            x_lo, s_c = _search(logits_ptr, row_stride, V, n, b, j, T, temp, gmask_ptr, g_sb,
+            x_lo, s_c = _search(logits_ptr, row_stride, V, n, b, j, K1, T, temp, gmask_ptr, g_sb,
                                 g_sj, has_g, bits_ptr, pval_ptr, W,
                                 k, top_p, m0, BLOCK_V, HAS_GRAMMAR, HAS_PATCH)
             pthr = 0.0
@@ -1376,7 +1391,7 @@ def _finish_kernel(logits_ptr, row_stride, V, K, K1, T, temp_ptr,
         ar = tl.arange(0, BLOCK_V)
         wm = tl.zeros([T_PAD], tl.float32)
         for t in range(T):
-            x = _processed(logits_ptr, n, b, j, t * BLOCK_V + ar, V, row_stride, temp,
+            x = _processed(logits_ptr, n, b, j, K1, t * BLOCK_V + ar, V, row_stride, temp,
                            gmask_ptr, g_sb, g_sj, has_g, bits_ptr, pval_ptr, W, HAS_GRAMMAR,
                            HAS_PATCH)
             ws = tl.sum(tl.where(_keep(x, x_lo, m0, s_c, pthr, minp), _exp(x - m0), 0.0), 0)
@@ -1390,14 +1405,14 @@ def _finish_kernel(logits_ptr, row_stride, V, K, K1, T, temp_ptr,
                          BLOCK_V, Q_MODE, BLOCK_Q, HAS_GRAMMAR, HAS_PATCH)
         if VERIFY:  # noqa: SIM102
             if has_d:
-                w_x = _weight_at(logits_ptr, row_stride, V, n, b, j, xd, temp, gmask_ptr, g_sb,
+                w_x = _weight_at(logits_ptr, row_stride, V, n, b, j, K1, xd, temp, gmask_ptr, g_sb,
                                  g_sj, has_g, bits_ptr, pval_ptr, W,
                                  x_lo, m0, s_c, pthr, minp, HAS_GRAMMAR, HAS_PATCH)
                 acc = u_a * q_x < tl.where(inside, _div(w_x, wc), 0.0)
                 rm = tl.zeros([T_PAD], tl.float32)
                 for t in range(T):
                     offs = t * BLOCK_V + ar
-                    x = _processed(logits_ptr, n, b, j, offs, V, row_stride, temp, gmask_ptr,
+                    x = _processed(logits_ptr, n, b, j, K1, offs, V, row_stride, temp, gmask_ptr,
                                    g_sb, g_sj, has_g, bits_ptr, pval_ptr, W, HAS_GRAMMAR, HAS_PATCH)
                     w = tl.where(_keep(x, x_lo, m0, s_c, pthr, minp), _exp(x - m0), 0.0)
                     if Q_MODE == 0:

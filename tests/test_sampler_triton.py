@@ -26,10 +26,11 @@ ROOT = Path(__file__).resolve().parents[1]
 # "-cmax16" groups keep CMAX = 16 candidates a row, so that most filtered rows raise their
 # bound (by the level counts, else the histogram) and many exceed the list; "-knobs-off" also
 # turns the measurement knobs off (the finish's histogram raise alone and draw by positions,
-# the tile's per-row sums and argmax in every row)
+# the tile's per-row sums and argmax in every row) and keeps pval as [N, V] (the layout of
+# V > 65536; the other groups' verify calls take [B, V, K + 1])
 GROUPS = {"v111": 111, "v1000": 1000, "v1000-cmax16": 1000, "v1000-cmax16-knobs-off": 1000}
 KNOBS_OFF = {"SONICSPEC_LEVEL_RAISE": "0", "SONICSPEC_PICK_FUSED": "0",
-             "SONICSPEC_SUM_AT_MAX": "0", "SONICSPEC_ARG_GREEDY": "0"}
+             "SONICSPEC_SUM_AT_MAX": "0", "SONICSPEC_ARG_GREEDY": "0", "SONICSPEC_PVAL_T": "0"}
 
 
 def params_for(vocab: int) -> list:
