@@ -627,6 +627,11 @@ X_EVICT = tl.constexpr(os.environ.get("SONICSPEC_X_EVICT", "evict_first"))
 # the previous forms.
 SUM_AT_MAX = tl.constexpr(os.environ.get("SONICSPEC_SUM_AT_MAX", "1") == "1")
 ARG_GREEDY = tl.constexpr(os.environ.get("SONICSPEC_ARG_GREEDY", "1") == "1")
+# A tile with two candidates in one 32-token row stores all its candidates by their rank
+# (a scan in the tile) in id order, instead of the rows' maxima by a popcount and the rest
+# from an atomic counter in no order (which costs the tile a returning atomic and the row
+# stage an id sort). SONICSPEC_TILE_SCAN=0 restores the atomic counter.
+TILE_SCAN = tl.constexpr(os.environ.get("SONICSPEC_TILE_SCAN", "1") == "1")
 
 
 @triton.jit
@@ -785,16 +790,26 @@ def _tile_kernel(logits_ptr, row_stride, V, K1, temp_ptr, flags_ptr,
                 rmask, n_sel = tl.reduce((rbit, crow), 0, _add2)
                 n_top = _popc64(rmask)
                 if PROBE != 1:  # PROBE 1, measurement only: no candidate stores
-                    below = (tl.full([NW], 1, tl.int64) << row.to(tl.int64)) - 1
-                    slot = _popc64(rmask & below)
-                    _store_rows(cval_ptr + o * C + slot, rmax, over & (slot < C))
-                    _store_rows(cid_ptr + o * C + slot, rid, over & (slot < C))
-                    if n_sel > n_top:  # count | 2**24: slots past the maxima in no id order
-                        _compact(cval_ptr, cid_ptr, tcnt_ptr, o, x, offs,
-                                 sel & (lane[None, :] != rlane[:, None]), n_top,
-                                 n_sel | 16777216, C, BLOCK_V)
-                    else:
+                    if TILE_SCAN and (n_sel > n_top):
+                        # a row with two: every selected token by its rank in the tile (the
+                        # rows' counts' prefix plus a scan along the lanes), in id order, so
+                        # the row stage needs no id sort
+                        rank = ((tl.cumsum(crow, 0) - crow)[:, None]
+                                + tl.cumsum(sel.to(tl.int32), 1) - 1)
+                        _store_rows(cval_ptr + o * C + rank, x, sel & (rank < C))
+                        _store_rows(cid_ptr + o * C + rank, offs, sel & (rank < C))
                         tl.store(tcnt_ptr + o, n_sel)
+                    else:
+                        below = (tl.full([NW], 1, tl.int64) << row.to(tl.int64)) - 1
+                        slot = _popc64(rmask & below)
+                        _store_rows(cval_ptr + o * C + slot, rmax, over & (slot < C))
+                        _store_rows(cid_ptr + o * C + slot, rid, over & (slot < C))
+                        if n_sel > n_top:  # count | 2**24: slots past the maxima in no id order
+                            _compact(cval_ptr, cid_ptr, tcnt_ptr, o, x, offs,
+                                     sel & (lane[None, :] != rlane[:, None]), n_top,
+                                     n_sel | 16777216, C, BLOCK_V)
+                        else:
+                            tl.store(tcnt_ptr + o, n_sel)
             else:
                 tl.store(tcnt_ptr + o, 0)
             tl.store(tbnd_ptr + o, tl.minimum(thr, m))
