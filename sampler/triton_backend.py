@@ -143,6 +143,19 @@ def block_v(vocab: int) -> int:
     return 1024 if vocab <= 131072 else 2048
 
 
+def tile_scan(block: int) -> bool:
+    """Whether a tile with two candidates in one 32-token row stores all of them by a scan, in
+    id order (`_tile_kernel`'s SCAN), rather than from an atomic counter in no order.
+    Run 73 (H200, issue mix, same call): at V = 32000 sample 18 -> 16 us (B = 1), 24 -> 22
+    (B = 64), verify 22 -> 20, 47 -> 45, 140 -> 138 (B = 256): the row stage skips its id
+    sort; at V = 262144 (tiles of 2048, where the scan spills at the 56-register cap) verify
+    B = 256 547 -> 586. So on for tiles of up to 1024. SONICSPEC_TILE_SCAN=0 / 1 forces."""
+    env = os.environ.get("SONICSPEC_TILE_SCAN")
+    if env:
+        return env == "1"
+    return block <= 1024
+
+
 def tile_warps(block: int) -> int:
     """The tile kernel's warps: 16 tokens a thread (4 warps for tiles of 2048, 2 for 1024).
     Run 37: tiles of 1024 on 4 warps (8 tokens a thread) gain at B <= 16 (V = 32000 sample
@@ -268,6 +281,7 @@ def _run(logits: torch.Tensor, drafts: torch.Tensor, batch: SamplingBatch,
                                       head.row_flags, gmask, g_sb, g_sj, bits, pval, words,
                                       thr, tmax, tsum, targ, tcnt, tbnd, cval, cid,
                                       T_PAD=t_pad, C=c, BLOCK_V=bv, HAS_CAND=has_filter,
+                                      SCAN=tile_scan(bv),
                                       **common, **kernel_options("_tile_kernel", block=bv))
     q_mode, q, qid, q_len = _draft_probs(draft_probs, drafts, dev)
     i32: dict[str, Any] = dict(dtype=torch.int32, device=dev)

@@ -627,11 +627,6 @@ X_EVICT = tl.constexpr(os.environ.get("SONICSPEC_X_EVICT", "evict_first"))
 # the previous forms.
 SUM_AT_MAX = tl.constexpr(os.environ.get("SONICSPEC_SUM_AT_MAX", "1") == "1")
 ARG_GREEDY = tl.constexpr(os.environ.get("SONICSPEC_ARG_GREEDY", "1") == "1")
-# A tile with two candidates in one 32-token row stores all its candidates by their rank
-# (a scan in the tile) in id order, instead of the rows' maxima by a popcount and the rest
-# from an atomic counter in no order (which costs the tile a returning atomic and the row
-# stage an id sort). SONICSPEC_TILE_SCAN=0 restores the atomic counter.
-TILE_SCAN = tl.constexpr(os.environ.get("SONICSPEC_TILE_SCAN", "1") == "1")
 
 
 @triton.jit
@@ -655,7 +650,7 @@ def _tile_kernel(logits_ptr, row_stride, V, K1, temp_ptr, flags_ptr,
                  tmax_ptr, tsum_ptr, targ_ptr, tcnt_ptr, tbnd_ptr, cval_ptr, cid_ptr,
                  T_PAD: tl.constexpr, C: tl.constexpr, BLOCK_V: tl.constexpr,
                  HAS_GRAMMAR: tl.constexpr, HAS_PATCH: tl.constexpr, HAS_CAND: tl.constexpr,
-                 PROBE: tl.constexpr = 0):
+                 SCAN: tl.constexpr = False, PROBE: tl.constexpr = 0):
     """Stage 1, one program per (row n = b (K + 1) + j, tile t): reads the tile once and
     writes its max, sum exp(x - max) and (greedy rows: the row stage uses it nowhere else)
     the lowest id of the max; for rows with a filter, also candidates.
@@ -674,7 +669,10 @@ def _tile_kernel(logits_ptr, row_stride, V, K1, temp_ptr, flags_ptr,
     thr, so the row stage sees an overflow (more than C) and then trusts only the tile max.
     (Earlier versions took a threshold per tile from its row maxima: a histogram per
     program, and the row bound, the max over the tiles' bounds, needed ~8 rows a tile:
-    bench/NOTES-sampler.md, runs 7-10.)"""
+    bench/NOTES-sampler.md, runs 7-10.) With SCAN (`triton_backend.tile_scan`), a tile with
+    two in a row instead stores all its tokens above thr by their rank in the tile (the rows'
+    counts' prefix and a scan along the lanes), in id order: no returning atomic here and no
+    id sort in the row stage."""
     # After the pre kernel (launched when HAS_PATCH or HAS_CAND), which lets this grid
     # launch only once the logits' writer has finished (`_after_prior`), the tile and the
     # settings (inputs of the whole sequence) are read before the wait for the pre kernel's
@@ -790,7 +788,7 @@ def _tile_kernel(logits_ptr, row_stride, V, K1, temp_ptr, flags_ptr,
                 rmask, n_sel = tl.reduce((rbit, crow), 0, _add2)
                 n_top = _popc64(rmask)
                 if PROBE != 1:  # PROBE 1, measurement only: no candidate stores
-                    if TILE_SCAN and (n_sel > n_top):
+                    if SCAN and (n_sel > n_top):
                         # a row with two: every selected token by its rank in the tile (the
                         # rows' counts' prefix plus a scan along the lanes), in id order, so
                         # the row stage needs no id sort

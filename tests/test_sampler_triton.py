@@ -30,7 +30,8 @@ ROOT = Path(__file__).resolve().parents[1]
 # V > 65536; the other groups' verify calls take [B, V, K + 1])
 GROUPS = {"v111": 111, "v1000": 1000, "v1000-cmax16": 1000, "v1000-cmax16-knobs-off": 1000}
 KNOBS_OFF = {"SONICSPEC_LEVEL_RAISE": "0", "SONICSPEC_PICK_FUSED": "0",
-             "SONICSPEC_SUM_AT_MAX": "0", "SONICSPEC_ARG_GREEDY": "0", "SONICSPEC_PVAL_T": "0"}
+             "SONICSPEC_SUM_AT_MAX": "0", "SONICSPEC_ARG_GREEDY": "0", "SONICSPEC_PVAL_T": "0",
+             "SONICSPEC_TILE_SCAN": "0"}
 
 
 def params_for(vocab: int) -> list:
