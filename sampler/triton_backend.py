@@ -143,17 +143,19 @@ def block_v(vocab: int) -> int:
     return 1024 if vocab <= 131072 else 2048
 
 
-def tile_scan(block: int) -> bool:
+def tile_scan(vocab: int) -> bool:
     """Whether a tile with two candidates in one 32-token row stores all of them by a scan, in
-    id order (`_tile_kernel`'s SCAN), rather than from an atomic counter in no order.
-    Run 73 (H200, issue mix, same call): at V = 32000 sample 18 -> 16 us (B = 1), 24 -> 22
-    (B = 64), verify 22 -> 20, 47 -> 45, 140 -> 138 (B = 256): the row stage skips its id
-    sort; at V = 262144 (tiles of 2048, where the scan spills at the 56-register cap) verify
-    B = 256 547 -> 586. So on for tiles of up to 1024. SONICSPEC_TILE_SCAN=0 / 1 forces."""
+    id order (`_tile_kernel`'s SCAN), rather than from an atomic counter in no order: the row
+    stage then skips its id sort, the tile kernel runs the scan (and spills a little at its
+    56-register cap). Same-call A/B, H200, issue mix (runs 73 and 75; sample / verify us):
+    V = 32000 B = 1 18 -> 16 / 22 -> 20, B = 64 24 -> 22 / 47 -> 45, B = 256 37 -> 36 /
+    140 -> 138; V = 128256 B = 1 18 -> 17 / 24 -> 23 but B = 256 74 -> 76 / 316 -> 324; V =
+    262144 B = 256 123 -> 131 / 547 -> 586. So on up to V = 65536 (as `patch_mode`'s layout).
+    SONICSPEC_TILE_SCAN=0 / 1 forces."""
     env = os.environ.get("SONICSPEC_TILE_SCAN")
     if env:
         return env == "1"
-    return block <= 1024
+    return vocab <= 65536
 
 
 def tile_warps(block: int) -> int:
@@ -281,7 +283,7 @@ def _run(logits: torch.Tensor, drafts: torch.Tensor, batch: SamplingBatch,
                                       head.row_flags, gmask, g_sb, g_sj, bits, pval, words,
                                       thr, tmax, tsum, targ, tcnt, tbnd, cval, cid,
                                       T_PAD=t_pad, C=c, BLOCK_V=bv, HAS_CAND=has_filter,
-                                      SCAN=tile_scan(bv),
+                                      SCAN=tile_scan(vocab),
                                       **common, **kernel_options("_tile_kernel", block=bv))
     q_mode, q, qid, q_len = _draft_probs(draft_probs, drafts, dev)
     i32: dict[str, Any] = dict(dtype=torch.int32, device=dev)
