@@ -168,6 +168,8 @@ def main() -> None:
                     help="with --stop: count the instructions on the path that takes the "
                          "branches at these hex addresses (see path_length)")
     ap.add_argument("--stop", default=None, metavar="ADDR")
+    ap.add_argument("--dump", default=None, metavar="DIR",
+                    help="write each kernel's TTGIR and PTX to DIR/<kernel>.{ttgir,ptx}")
     args = ap.parse_args()
     dtype = torch.bfloat16 if args.bf16 else torch.float32
     for name, kernel, sig, consts, attrs, options in record(args.vocab, args.verify, dtype):
@@ -194,6 +196,9 @@ def main() -> None:
                   f"{path_length(sass, taken, int(args.stop, 16))} instructions")
         if args.sass:
             print(sass)
+        if args.dump:
+            for ext in ("ttgir", "ptx"):
+                (Path(args.dump) / f"{name}.{ext}").write_text(ck.asm[ext])
 
 
 if __name__ == "__main__":
