@@ -143,6 +143,9 @@ def block_v(vocab: int) -> int:
     return 1024 if vocab <= 131072 else 2048
 
 
+TILE_SCAN_MAX_V = 65536
+
+
 def tile_scan(vocab: int) -> bool:
     """Whether a tile with two candidates in one 32-token row stores all of them by a scan, in
     id order (`_tile_kernel`'s SCAN), rather than from an atomic counter in no order: the row
@@ -150,12 +153,12 @@ def tile_scan(vocab: int) -> bool:
     56-register cap). Same-call A/B, H200, issue mix (runs 73 and 75; sample / verify us):
     V = 32000 B = 1 18 -> 16 / 22 -> 20, B = 64 24 -> 22 / 47 -> 45, B = 256 37 -> 36 /
     140 -> 138; V = 128256 B = 1 18 -> 17 / 24 -> 23 but B = 256 74 -> 76 / 316 -> 324; V =
-    262144 B = 256 123 -> 131 / 547 -> 586. So on up to V = 65536 (as `patch_mode`'s layout).
-    SONICSPEC_TILE_SCAN=0 / 1 forces."""
+    262144 B = 256 123 -> 131 / 547 -> 586. So on up to TILE_SCAN_MAX_V (the bound of
+    `patch_mode`'s layout too). SONICSPEC_TILE_SCAN=0 / 1 forces."""
     env = os.environ.get("SONICSPEC_TILE_SCAN")
     if env:
         return env == "1"
-    return vocab <= 65536
+    return vocab <= TILE_SCAN_MAX_V
 
 
 def tile_warps(block: int) -> int:
