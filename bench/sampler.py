@@ -14,9 +14,11 @@ at a time, for comparison; the issue's targets are for the default mix.
 With --baselines (CUDA): the graphed torch backend, FlashInfer `top_k_top_p_sampling_from_logits`
 (sample) and `torch.softmax` + `chain_speculative_sampling` (verify, dense draft probs), and
 `torch.topk(k=50)` and `torch.amax` over the same logits (one kernel reading them once: the
-cost of a single graphed kernel at that size), all as CUDA-graph replay medians in the same
-run; a baseline that cannot be imported or captured is reported as null. Also writes a PNG
-(us vs B, one panel per V).
+cost of a single graphed kernel at that size), and `bench/read_ref.py`'s two-stage read of the
+issue's design with nothing else (tile maxima and sums, then the rows' merge: `read2`; the
+first stage alone: `read1`), all as CUDA-graph replay medians in the same run; a baseline
+that cannot be imported or captured is reported as null. Also writes a PNG (us vs B, one
+panel per V).
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ import torch
 # Run as a script, this file's folder comes first on sys.path and its name would shadow the
 # `sampler` package: put the repository root there instead.
 sys.path[0] = str(Path(__file__).resolve().parents[1])
+from bench.read_ref import read_stats  # noqa: E402
 from sampler import Sampler, SamplingBatch, SamplingParams  # noqa: E402
 
 K = 4
@@ -159,6 +162,13 @@ def baselines(rows: int, vocab: int, logits: torch.Tensor, drafts: torch.Tensor,
         # graph replay of a single kernel that reads the logits once costs at this size
         "amax_sample_us": maybe(lambda: timed(lambda: torch.amax(first, -1), device, iters)),
         "amax_verify_us": maybe(lambda: timed(lambda: torch.amax(logits, -1), device, iters)),
+        # the issue's two-stage design reduced to reading the logits (no feature, no draw)
+        "read1_sample_us": maybe(lambda: timed(lambda: read_stats(first, merge=False), device,
+                                               iters)),
+        "read2_sample_us": maybe(lambda: timed(lambda: read_stats(first), device, iters)),
+        "read1_verify_us": maybe(lambda: timed(lambda: read_stats(logits, merge=False), device,
+                                               iters)),
+        "read2_verify_us": maybe(lambda: timed(lambda: read_stats(logits), device, iters)),
     }
     top_k = torch.tensor([p.top_k or vocab for p in workload_params(rows, vocab)],
                          dtype=torch.int32, device=device)
@@ -250,22 +260,24 @@ def ratio(num: object, den: object) -> str:
 
 def print_baseline_table(rows: list[dict]) -> None:
     print(f"{'B':>4} {'V':>7} | {'sample':>7} {'xfl':>5} {'torch/':>6} {'FI/':>5} "
-          f"{'topk':>6} {'amax':>6} | {'verify':>7} {'xfl':>5} {'torch/':>6} {'FI/':>5} "
-          f"{'amax':>6}")
+          f"{'topk':>6} {'amax':>6} {'read2':>6} | {'verify':>7} {'xfl':>5} {'torch/':>6} "
+          f"{'FI/':>5} {'amax':>6} {'read2':>6}")
     for r in rows:
         print(f"{r['B']:>4} {r['V']:>7} | {r['sample_us']:>7.1f} "
               f"{ratio(r['sample_us'], r['sample_floor_us']):>5} "
               f"{ratio(r.get('torch_sample_us'), r['sample_us']):>6} "
               f"{ratio(r.get('flashinfer_sample_us'), r['sample_us']):>5} "
-              f"{r.get('topk50_us') or 0:>6.1f} {r.get('amax_sample_us') or 0:>6.1f} | "
+              f"{r.get('topk50_us') or 0:>6.1f} {r.get('amax_sample_us') or 0:>6.1f} "
+              f"{r.get('read2_sample_us') or 0:>6.1f} | "
               f"{r['verify_us']:>7.1f} "
               f"{ratio(r['verify_us'], r['verify_floor_us']):>5} "
               f"{ratio(r.get('torch_verify_us'), r['verify_us']):>6} "
               f"{ratio(r.get('flashinfer_verify_us'), r['verify_us']):>5} "
-              f"{r.get('amax_verify_us') or 0:>6.1f}")
+              f"{r.get('amax_verify_us') or 0:>6.1f} {r.get('read2_verify_us') or 0:>6.1f}")
     print("xfl = x floor; torch/ and FI/ = speed-up over that baseline (baseline us / ours); "
           "topk = torch.topk(k=50), amax = torch.amax over the same logits (one kernel, one "
-          "read), us")
+          "read), read2 = the two-stage read alone (bench/read_ref.py: tile max and sum, row "
+          "merge), us")
 
 
 def plot(rows: list[dict], path: Path) -> None:
@@ -279,7 +291,7 @@ def plot(rows: list[dict], path: Path) -> None:
     fig, axes = plt.subplots(1, len(vocabs), figsize=(5 * len(vocabs), 4), squeeze=False)
     keys = ["sample_us", "verify_us", "sample_floor_us", "verify_floor_us", "torch_sample_us",
             "torch_verify_us", "flashinfer_sample_us", "flashinfer_verify_us", "topk50_us",
-            "amax_sample_us", "amax_verify_us"]
+            "amax_sample_us", "amax_verify_us", "read2_sample_us", "read2_verify_us"]
     for ax, v in zip(axes[0], vocabs):
         sel = [r for r in rows if r["V"] == v]
         for key in keys:
