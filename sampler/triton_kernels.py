@@ -322,19 +322,19 @@ def _gather(logits_ptr, row0, row_stride, jj, K1, ids, ok):
 
 
 @triton.jit
-def _write_patch(x, row0, jj, K1, ids, ok, seen, cnt, bv, rep, freq, pres, pval_ptr, V,
+def _write_patch(x, b, jj, K1, ids, ok, seen, cnt, bv, rep, freq, pres, pval_ptr, V,
                  bits_row, set_bits, LAYOUT: tl.constexpr):
-    """Store the penalised, biased logit (before temperature) for the logits x at ids in rows
-    row0 + jj (seen, cnt and bv per position and id), in torch's order of operations, and,
-    when set_bits, set the ids' bits: repetition if seen, - freq * generated count,
-    - presence if generated, + bias."""
+    """Store the penalised, biased logit (before temperature) for the logits x at ids in request
+    b's rows at positions jj (seen, cnt and bv per position and id), in torch's order of
+    operations, and, when set_bits, set the ids' bits: repetition if seen, - freq * generated
+    count, - presence if generated, + bias."""
     live = ok[None, :] & (jj < K1)
     c = cnt.to(tl.float32)
     y = tl.where(seen, tl.where(x > 0, _div(x, rep), x * rep), x)
     y = y - freq * c
     y = y - pres * (c > 0).to(tl.float32)
-    tl.store(_pval_at(pval_ptr, row0 + jj, row0 // K1, jj, K1, V, ids[None, :], LAYOUT), y + bv,
-             mask=live)
+    tl.store(_pval_at(pval_ptr, b.to(tl.int64) * K1 + jj, b, jj, K1, V, ids[None, :], LAYOUT),
+             y + bv, mask=live)
     # relaxed: only later kernels read the bits (Triton's default, acq_rel, fences each)
     tl.atomic_or(bits_row + ids // 32, (1 << (ids % 32)).to(tl.int32), mask=ok & set_bits,
                  sem="relaxed")
@@ -580,13 +580,13 @@ def _patch_req(logits_ptr, row_stride, hist_ids_ptr, hist_cnt_ptr, hist_cap, bia
     if HAS_EXTRA:
         xe = _gather(logits_ptr, row0, row_stride, jj, K1, xd, eok)
     if HAS_HIST:
-        _write_patch(xh, row0, jj, K1, hids, hok, hok[None, :], hc, hbv[None, :], rep, freq,
+        _write_patch(xh, b, jj, K1, hids, hok, hok[None, :], hc, hbv[None, :], rep, freq,
                      pres, pval_ptr, V, bits_row, set_bits, LAYOUT)
     if HAS_BIAS:
-        _write_patch(xb, row0, jj, K1, bids, bok, bc > 0, bc, bval[None, :], rep, freq, pres,
+        _write_patch(xb, b, jj, K1, bids, bok, bc > 0, bc, bval[None, :], rep, freq, pres,
                      pval_ptr, V, bits_row, set_bits, LAYOUT)
     if HAS_EXTRA:
-        _write_patch(xe, row0, jj, K1, xd, eok, ec > 0, ec, 0.0, rep, freq, pres, pval_ptr, V,
+        _write_patch(xe, b, jj, K1, xd, eok, ec > 0, ec, 0.0, rep, freq, pres, pval_ptr, V,
                      bits_row, set_bits, LAYOUT)
     # the other chunks of long lists, one at a time
     if HAS_HIST:
@@ -596,7 +596,7 @@ def _patch_req(logits_ptr, row_stride, hist_ids_ptr, hist_cnt_ptr, hist_cap, bia
                                       V, jj, xd, xd_ok, kb, bids, bval, bias_ids_ptr,
                                       bias_val_ptr, b, bias_cap, HAS_BIAS, BIAS_CHUNK)
             x = _gather(logits_ptr, row0, row_stride, jj, K1, ids, ok)
-            _write_patch(x, row0, jj, K1, ids, ok, ok[None, :], cnt, bv[None, :], rep, freq,
+            _write_patch(x, b, jj, K1, ids, ok, ok[None, :], cnt, bv[None, :], rep, freq,
                          pres, pval_ptr, V, bits_row, set_bits, LAYOUT)
     if HAS_BIAS:
         for start in range(BIAS_CHUNK, bias_cap, BIAS_CHUNK):
@@ -607,7 +607,7 @@ def _patch_req(logits_ptr, row_stride, hist_ids_ptr, hist_cnt_ptr, hist_cap, bia
             val = tl.where(ok, _list_at(bias_val_ptr, b, bias_cap, start + bb, 0.0), 0.0)
             cnt = _earlier(ids, jj, xd, xd_ok, kb)
             x = _gather(logits_ptr, row0, row_stride, jj, K1, ids, ok)
-            _write_patch(x, row0, jj, K1, ids, ok, cnt > 0, cnt, val[None, :], rep, freq, pres,
+            _write_patch(x, b, jj, K1, ids, ok, cnt > 0, cnt, val[None, :], rep, freq, pres,
                          pval_ptr, V, bits_row, set_bits, LAYOUT)
 
 
