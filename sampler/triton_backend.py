@@ -146,7 +146,7 @@ def block_v(vocab: int) -> int:
 TILE_SCAN_MAX_V = 65536
 
 
-def tile_scan(vocab: int) -> bool:
+def tile_scan(vocab: int) -> int:
     """Whether a tile with two candidates in one 32-token row stores all of them by a scan, in
     id order (`_tile_kernel`'s SCAN), rather than from an atomic counter in no order: the row
     stage then skips its id sort, the tile kernel runs the scan (and spills a little at its
@@ -154,11 +154,13 @@ def tile_scan(vocab: int) -> bool:
     V = 32000 B = 1 18 -> 16 / 22 -> 20, B = 64 24 -> 22 / 47 -> 45, B = 256 37 -> 36 /
     140 -> 138; V = 128256 B = 1 18 -> 17 / 24 -> 23 but B = 256 74 -> 76 / 316 -> 324; V =
     262144 B = 256 123 -> 131 / 547 -> 586. So on up to TILE_SCAN_MAX_V (the bound of
-    `patch_mode`'s layout too). SONICSPEC_TILE_SCAN=0 / 1 forces."""
+    `patch_mode`'s layout too). 2: the scan in a function not inlined (`_scan_store`), so
+    that the tile kernel's hot path keeps its registers (measurement).
+    SONICSPEC_TILE_SCAN=0 / 1 / 2 forces."""
     env = os.environ.get("SONICSPEC_TILE_SCAN")
     if env:
-        return env == "1"
-    return vocab <= TILE_SCAN_MAX_V
+        return int(env)
+    return 1 if vocab <= TILE_SCAN_MAX_V else 0
 
 
 def tile_warps(block: int) -> int:

@@ -644,13 +644,35 @@ def _max_arg(rmax, rlane, word):
     return _unkey((pk >> 32).to(tl.int32)), 2147483647 - (pk & 0xFFFFFFFF).to(tl.int32)
 
 
+@triton.jit(noinline=True)
+def _scan_store(logits_ptr, row_stride, V, n, b, j, K1, t, temp, gmask_ptr, g_sb, g_sj, has_g,
+                bits_ptr, pval_ptr, W, thr, o, n_sel, cval_ptr, cid_ptr, tcnt_ptr,
+                C: tl.constexpr, BLOCK_V: tl.constexpr, HAS_GRAMMAR: tl.constexpr,
+                HAS_PATCH: tl.constexpr):
+    """Tile t of row n, whose tokens above the row's threshold thr number n_sel with two in
+    some 32-token row: all of them stored by their rank in the tile, in id order, and the
+    count. Not inlined, so its registers do not weigh on the tile kernel's hot path at its
+    register cap (a rare branch: ~2% of the tiles at V = 262144); a function takes scalars
+    only, so it processes the tile again (`_processed`, the same values as the tile's)."""
+    NW: tl.constexpr = BLOCK_V // 32
+    offs = (t * NW + tl.arange(0, NW))[:, None] * 32 + tl.arange(0, 32)[None, :]
+    x = _processed(logits_ptr, n, b, j, K1, offs, V, row_stride, temp, gmask_ptr, g_sb, g_sj,
+                   has_g, bits_ptr, pval_ptr, W, HAS_GRAMMAR, HAS_PATCH)
+    sel = x > thr
+    crow = tl.sum(sel.to(tl.int32), 1)
+    rank = (tl.cumsum(crow, 0) - crow)[:, None] + tl.cumsum(sel.to(tl.int32), 1) - 1
+    _store_rows(cval_ptr + o * C + rank, x, sel & (rank < C))
+    _store_rows(cid_ptr + o * C + rank, offs, sel & (rank < C))
+    tl.store(tcnt_ptr + o, n_sel)
+
+
 @triton.jit
 def _tile_kernel(logits_ptr, row_stride, V, K1, temp_ptr, flags_ptr,
                  gmask_ptr, g_sb, g_sj, bits_ptr, pval_ptr, W, thr_ptr,
                  tmax_ptr, tsum_ptr, targ_ptr, tcnt_ptr, tbnd_ptr, cval_ptr, cid_ptr,
                  T_PAD: tl.constexpr, C: tl.constexpr, BLOCK_V: tl.constexpr,
                  HAS_GRAMMAR: tl.constexpr, HAS_PATCH: tl.constexpr, HAS_CAND: tl.constexpr,
-                 SCAN: tl.constexpr = False, PROBE: tl.constexpr = 0):
+                 SCAN: tl.constexpr = 0, PROBE: tl.constexpr = 0):
     """Stage 1, one program per (row n = b (K + 1) + j, tile t): reads the tile once and
     writes its max, sum exp(x - max) and (greedy rows: the row stage uses it nowhere else)
     the lowest id of the max; for rows with a filter, also candidates.
@@ -672,7 +694,8 @@ def _tile_kernel(logits_ptr, row_stride, V, K1, temp_ptr, flags_ptr,
     bench/NOTES-sampler.md, runs 7-10.) With SCAN (`triton_backend.tile_scan`), a tile with
     two in a row instead stores all its tokens above thr by their rank in the tile (the rows'
     counts' prefix and a scan along the lanes), in id order: no returning atomic here and no
-    id sort in the row stage."""
+    id sort in the row stage; SCAN 2 does it in a function that is not inlined
+    (`_scan_store`)."""
     # After the pre kernel (launched when HAS_PATCH or HAS_CAND), which lets this grid
     # launch only once the logits' writer has finished (`_after_prior`), the tile and the
     # settings (inputs of the whole sequence) are read before the wait for the pre kernel's
@@ -792,11 +815,17 @@ def _tile_kernel(logits_ptr, row_stride, V, K1, temp_ptr, flags_ptr,
                         # a row with two: every selected token by its rank in the tile (the
                         # rows' counts' prefix plus a scan along the lanes), in id order, so
                         # the row stage needs no id sort
-                        rank = ((tl.cumsum(crow, 0) - crow)[:, None]
-                                + tl.cumsum(sel.to(tl.int32), 1) - 1)
-                        _store_rows(cval_ptr + o * C + rank, x, sel & (rank < C))
-                        _store_rows(cid_ptr + o * C + rank, offs, sel & (rank < C))
-                        tl.store(tcnt_ptr + o, n_sel)
+                        if SCAN == 2:
+                            _scan_store(logits_ptr, row_stride, V, n, b, j, K1, t, temp,
+                                        gmask_ptr, g_sb, g_sj, has_g, bits_ptr, pval_ptr, W,
+                                        thr, o, n_sel, cval_ptr, cid_ptr, tcnt_ptr, C, BLOCK_V,
+                                        HAS_GRAMMAR, HAS_PATCH)
+                        else:
+                            rank = ((tl.cumsum(crow, 0) - crow)[:, None]
+                                    + tl.cumsum(sel.to(tl.int32), 1) - 1)
+                            _store_rows(cval_ptr + o * C + rank, x, sel & (rank < C))
+                            _store_rows(cid_ptr + o * C + rank, offs, sel & (rank < C))
+                            tl.store(tcnt_ptr + o, n_sel)
                     else:
                         below = (tl.full([NW], 1, tl.int64) << row.to(tl.int64)) - 1
                         slot = _popc64(rmask & below)
