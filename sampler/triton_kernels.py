@@ -627,6 +627,10 @@ X_EVICT = tl.constexpr(os.environ.get("SONICSPEC_X_EVICT", "evict_first"))
 # the previous forms.
 SUM_AT_MAX = tl.constexpr(os.environ.get("SONICSPEC_SUM_AT_MAX", "1") == "1")
 ARG_GREEDY = tl.constexpr(os.environ.get("SONICSPEC_ARG_GREEDY", "1") == "1")
+# With SCAN 2, a filtered tile's rows take their count above the threshold and the lane of the
+# token above it from one packed sum along the lanes instead of a min for the lane of the row's
+# max and a sum for the count (`_tile_kernel`). SONICSPEC_PACK_LANE=0 restores the two.
+PACK_LANE = tl.constexpr(os.environ.get("SONICSPEC_PACK_LANE", "1") == "1")
 
 
 @triton.jit
@@ -798,11 +802,22 @@ def _tile_kernel(logits_ptr, row_stride, V, K1, temp_ptr, flags_ptr,
                 # count over the rows (no per-token work); a row's other tokens above thr
                 # (rare: two in one row) take the next ones from an atomic counter. The
                 # counts of tokens and of rows above thr: one reduction, packed.
-                if ARG_GREEDY:  # (a filtered row is not greedy: no argmax above)
-                    rlane = _row_lane(x, rmax, lane)
-                rid = word * 32 + rlane
-                sel = x > thr
-                crow = tl.sum(sel.to(tl.int32), 1)
+                if ARG_GREEDY and PACK_LANE and (SCAN == 2):
+                    # (a filtered row is not greedy: no argmax above) one sum along the lanes
+                    # for a row's count above thr and, where it is one, the lane of that token,
+                    # which is then the row's max: the rows with two never use a lane (SCAN;
+                    # with the inline scan the packed sum spills: 112 B at V = 32000)
+                    sel = x > thr
+                    pk = tl.sum(tl.where(sel, 65536 + lane[None, :], 0), 1)
+                    crow = pk >> 16
+                    rlane = pk & 65535
+                    rid = word * 32 + rlane
+                else:
+                    if ARG_GREEDY:  # (a filtered row is not greedy: no argmax above)
+                        rlane = _row_lane(x, rmax, lane)
+                    rid = word * 32 + rlane
+                    sel = x > thr
+                    crow = tl.sum(sel.to(tl.int32), 1)
                 over = crow > 0  # the rows holding a token above thr
                 # one reduction over the rows: the mask of rows above thr (one bit a row:
                 # BLOCK_V = 64 rows of 32 at most) and the count of tokens above it; a row's
