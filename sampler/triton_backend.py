@@ -82,6 +82,10 @@ FINISH_MAXNREG = int(os.environ.get("SONICSPEC_FINISH_MAXNREG", "0"))  # measure
 # sample's finish stays uncapped: its rows fit at two a SM up to B = 264, and the cap's
 # spills lengthen every row (B = 64, V = 32000: 27 -> 29 us). 0 = no cap.
 VERIFY_FINISH_MAXNREG = int(os.environ.get("SONICSPEC_VERIFY_FINISH_MAXNREG", "80"))
+# The finish reads its row's settings before waiting for the tile kernel and a filtered row's
+# candidate slots together with the tile stats (one round trip fewer on its critical path).
+# SONICSPEC_FINISH_EARLY=0 restores the settings after the wait and the slots after the stats.
+FINISH_EARLY = os.environ.get("SONICSPEC_FINISH_EARLY", "1") == "1"
 CMAX = 128  # candidates per row kept for the exact filters
 CMAX2 = 512  # tokens per row the second chance collects
 # Measurement (bench/sampler_probe.py stamps): the finish kernel records SM clock readings at
@@ -307,7 +311,7 @@ def _run(logits: torch.Tensor, drafts: torch.Tensor, batch: SamplingBatch,
                             tmax, tsum, targ, tcnt, tbnd, cval, cid, sv, sv2, out, acc, toks,
                             tokr, path, T_PAD=t_pad, C=c, CMAX=CMAX, CMAX2=CMAX2, BLOCK_V=bv,
                             HAS_FILTER=has_filter, VERIFY=verifying, Q_MODE=q_mode,
-                            BLOCK_Q=BLOCK_Q, HAS_ND=has_nd, **common,
+                            BLOCK_Q=BLOCK_Q, HAS_ND=has_nd, EARLY=FINISH_EARLY, **common,
                             **kernel_options("_finish_kernel", verifying),
                             **({"STAMP": True} if FINISH_STAMP else {}))
     stamps = sv2[:, CMAX2 - tk.STAMP_SLOTS.value:] if FINISH_STAMP and has_filter else None

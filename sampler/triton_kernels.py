@@ -1215,7 +1215,7 @@ def _finish_kernel(logits_ptr, row_stride, V, K, K1, T, temp_ptr,
                    BLOCK_V: tl.constexpr, HAS_FILTER: tl.constexpr, VERIFY: tl.constexpr,
                    Q_MODE: tl.constexpr, BLOCK_Q: tl.constexpr, HAS_ND: tl.constexpr,
                    HAS_GRAMMAR: tl.constexpr, HAS_PATCH: tl.constexpr,
-                   STAMP: tl.constexpr = 0):
+                   EARLY: tl.constexpr = False, STAMP: tl.constexpr = 0):
     """Stage 2, one program per row n = (request b, position j): everything after the read.
 
     Merges the tiles (row max M, total mass S, greedy argmax). Then, per row:
@@ -1234,9 +1234,12 @@ def _finish_kernel(logits_ptr, row_stride, V, K, K1, T, temp_ptr,
     n = tl.program_id(0)
     st = sv2_ptr + n.to(tl.int64) * CMAX2 + CMAX2 - STAMP_SLOTS  # (STAMP: clock readings)
     _stamp(st, 0, n, STAMP)
-    _after_prior()
+    if not EARLY:
+        _after_prior()
     b = n // K1
     j = n % K1
+    # (EARLY: the row's settings, inputs of the whole sequence, before the wait for the tile
+    # kernel, as the tile kernel reads the logits before its own wait: `_after_prior`)
     temp_raw = tl.load(temp_ptr + b)
     _stamp(st, 1, temp_raw, STAMP)
     greedy = temp_raw == 0
@@ -1247,9 +1250,20 @@ def _finish_kernel(logits_ptr, row_stride, V, K, K1, T, temp_ptr,
     min_p = tl.load(minp_ptr + b)
     seed = tl.load(seed_ptr + b)
     pos = tl.load(pos_ptr + b) + j
+    filtered = _filtered(temp_raw, k, top_p, min_p)
+    if EARLY:
+        _after_prior()
     tiles = tl.arange(0, T_PAD)
     tv = tiles < T
     o = n.to(tl.int64) * T_PAD
+    cs = tl.arange(0, C)
+    coff = (o + tiles)[:, None] * C + cs[None, :]
+    if HAS_FILTER and EARLY:
+        # every slot of the real tiles with the stats, in flight together (also in rows
+        # without a filter, which do not use them: a load that waited for the settings
+        # would be placed after the stats' first use, a round trip later)
+        cv0 = tl.load(cval_ptr + coff, mask=tv[:, None], other=float("-inf"))
+        ci0 = tl.load(cid_ptr + coff, mask=tv[:, None], other=0)
     tm = tl.load(tmax_ptr + o + tiles, mask=tv, other=float("-inf"))
     ts = tl.load(tsum_ptr + o + tiles, mask=tv, other=0.0)
     ta = tl.load(targ_ptr + o + tiles, mask=tv, other=2147483647)
@@ -1265,7 +1279,6 @@ def _finish_kernel(logits_ptr, row_stride, V, K, K1, T, temp_ptr,
     s_all = tl.sum(tmass, 0)
     _stamp(st, 2, s_all, STAMP)
     tiny = 1.1754943508222875e-38
-    filtered = _filtered(temp_raw, k, top_p, min_p)
     xd = -1
     has_d = j < 0
     if VERIFY:
@@ -1291,13 +1304,16 @@ def _finish_kernel(logits_ptr, row_stride, V, K, K1, T, temp_ptr,
     if HAS_FILTER:  # noqa: SIM102 - a constexpr branch around a runtime one
         if filtered:
             path = 1
-            cs = tl.arange(0, C)
             # Every slot of the real tiles at once, without waiting for the counts (slots
             # past a tile's count hold stale values, masked below): one round trip less.
-            coff = (o + tiles)[:, None] * C + cs[None, :]
-            cv = tl.reshape(tl.load(cval_ptr + coff, mask=tv[:, None], other=float("-inf")),
-                            [T_PAD * C])
-            ci = tl.reshape(tl.load(cid_ptr + coff, mask=tv[:, None], other=0), [T_PAD * C])
+            if EARLY:
+                cv = tl.reshape(cv0, [T_PAD * C])
+                ci = tl.reshape(ci0, [T_PAD * C])
+            else:
+                cv = tl.reshape(tl.load(cval_ptr + coff, mask=tv[:, None],
+                                        other=float("-inf")), [T_PAD * C])
+                ci = tl.reshape(tl.load(cid_ptr + coff, mask=tv[:, None], other=0),
+                                [T_PAD * C])
             # bit 24 of a tile's count: its slots past the rows' maxima came from the atomic
             # counter, in no id order
             unordered = tl.max(cnt_t & 16777216, 0) != 0
