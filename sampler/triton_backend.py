@@ -151,20 +151,22 @@ TILE_SCAN_MAX_V = 65536
 
 
 def tile_scan(vocab: int) -> int:
-    """Whether a tile with two candidates in one 32-token row stores all of them by a scan, in
-    id order (`_tile_kernel`'s SCAN), rather than from an atomic counter in no order: the row
-    stage then skips its id sort, the tile kernel runs the scan (and spills a little at its
-    56-register cap). Same-call A/B, H200, issue mix (runs 73 and 75; sample / verify us):
-    V = 32000 B = 1 18 -> 16 / 22 -> 20, B = 64 24 -> 22 / 47 -> 45, B = 256 37 -> 36 /
-    140 -> 138; V = 128256 B = 1 18 -> 17 / 24 -> 23 but B = 256 74 -> 76 / 316 -> 324; V =
-    262144 B = 256 123 -> 131 / 547 -> 586. So on up to TILE_SCAN_MAX_V (the bound of
-    `patch_mode`'s layout too). 2: the scan in a function not inlined (`_scan_store`), so
-    that the tile kernel's hot path keeps its registers (measurement).
+    """How a tile with two candidates in one 32-token row stores them (`_tile_kernel`'s SCAN):
+    1 and 2 store all of them by a scan, in id order, so the row stage skips its id sort; 0
+    takes the rows' maxima by popcount and the rest from an atomic counter, in no order.
+    1 runs the scan inline, 2 in a function that is not inlined (`_scan_store`, which
+    processes the tile again from L2 in the rare tiles that need it) so that the hot path
+    keeps its registers under the tile kernel's 56-register cap. Same-call A/B, H200, issue
+    mix, sample / verify us: inline against the counter (runs 73, 75) V = 32000 B = 1 18 -> 16
+    / 22 -> 20, B = 64 24 -> 22 / 47 -> 45, B = 256 37 -> 36 / 140 -> 138, but V = 262144
+    B = 256 123 -> 131 / 547 -> 586 (spills); the function (run 77) V = 262144 B = 64 verify
+    152 -> 149, B = 256 550 -> 538, while at V = 32000 it loses to inline (verify B = 64
+    45 -> 51). So 1 up to TILE_SCAN_MAX_V (the bound of `patch_mode`'s layout too), 2 above.
     SONICSPEC_TILE_SCAN=0 / 1 / 2 forces."""
     env = os.environ.get("SONICSPEC_TILE_SCAN")
     if env:
         return int(env)
-    return 1 if vocab <= TILE_SCAN_MAX_V else 0
+    return 1 if vocab <= TILE_SCAN_MAX_V else 2
 
 
 def tile_warps(block: int) -> int:
