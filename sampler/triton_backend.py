@@ -82,6 +82,10 @@ FINISH_MAXNREG = int(os.environ.get("SONICSPEC_FINISH_MAXNREG", "0"))  # measure
 # sample's finish stays uncapped: its rows fit at two a SM up to B = 264, and the cap's
 # spills lengthen every row (B = 64, V = 32000: 27 -> 29 us). 0 = no cap.
 VERIFY_FINISH_MAXNREG = int(os.environ.get("SONICSPEC_VERIFY_FINISH_MAXNREG", "80"))
+# The finish reads its row's settings before waiting for the tile kernel and a filtered row's
+# candidate slots together with the tile stats (one round trip fewer on its critical path).
+# SONICSPEC_FINISH_EARLY=0 restores the settings after the wait and the slots after the stats.
+FINISH_EARLY = os.environ.get("SONICSPEC_FINISH_EARLY", "1") == "1"
 CMAX = 128  # candidates per row kept for the exact filters
 CMAX2 = 512  # tokens per row the second chance collects
 # Measurement (bench/sampler_probe.py stamps): the finish kernel records SM clock readings at
@@ -146,19 +150,27 @@ def block_v(vocab: int) -> int:
 TILE_SCAN_MAX_V = 65536
 
 
-def tile_scan(vocab: int) -> bool:
-    """Whether a tile with two candidates in one 32-token row stores all of them by a scan, in
-    id order (`_tile_kernel`'s SCAN), rather than from an atomic counter in no order: the row
-    stage then skips its id sort, the tile kernel runs the scan (and spills a little at its
-    56-register cap). Same-call A/B, H200, issue mix (runs 73 and 75; sample / verify us):
-    V = 32000 B = 1 18 -> 16 / 22 -> 20, B = 64 24 -> 22 / 47 -> 45, B = 256 37 -> 36 /
-    140 -> 138; V = 128256 B = 1 18 -> 17 / 24 -> 23 but B = 256 74 -> 76 / 316 -> 324; V =
-    262144 B = 256 123 -> 131 / 547 -> 586. So on up to TILE_SCAN_MAX_V (the bound of
-    `patch_mode`'s layout too). SONICSPEC_TILE_SCAN=0 / 1 forces."""
+def tile_scan(vocab: int) -> int:
+    """How a tile with two candidates in one 32-token row stores them (`_tile_kernel`'s SCAN):
+    1 and 2 store all of them by a scan, in id order, so the row stage skips its id sort; 0
+    takes the rows' maxima by popcount and the rest from an atomic counter, in no order.
+    1 runs the scan inline, 2 in a function that is not inlined (`_scan_store`, which
+    processes the tile again from L2 in the rare tiles that need it) so that the hot path
+    keeps its registers under the tile kernel's 56-register cap. Same-call A/B, H200, issue
+    mix, sample / verify us: inline against the counter (runs 73, 75) V = 32000 B = 1 18 -> 16
+    / 22 -> 20, B = 64 24 -> 22 / 47 -> 45, B = 256 37 -> 36 / 140 -> 138, but V = 128256
+    B = 256 74 -> 76 / 316 -> 324 and V = 262144 B = 256 123 -> 131 / 547 -> 586 (spills);
+    the function (runs 77, 78) at V = 262144 (tiles of 2048) B = 64 verify 152 -> 149,
+    B = 256 550 -> 538, but at V = 128256 (tiles of 1024) B = 256 74 -> 76 / 316 -> 316,
+    B = 64 verify 92 -> 94, and at V = 32000 it loses to inline (verify B = 64 45 -> 51). So
+    1 up to TILE_SCAN_MAX_V (the bound of `patch_mode`'s layout too), 2 with tiles of 2048,
+    0 between. SONICSPEC_TILE_SCAN=0 / 1 / 2 forces."""
     env = os.environ.get("SONICSPEC_TILE_SCAN")
     if env:
-        return env == "1"
-    return vocab <= TILE_SCAN_MAX_V
+        return int(env)
+    if vocab <= TILE_SCAN_MAX_V:
+        return 1
+    return 2 if block_v(vocab) == 2048 else 0
 
 
 def tile_warps(block: int) -> int:
@@ -305,7 +317,7 @@ def _run(logits: torch.Tensor, drafts: torch.Tensor, batch: SamplingBatch,
                             tmax, tsum, targ, tcnt, tbnd, cval, cid, sv, sv2, out, acc, toks,
                             tokr, path, T_PAD=t_pad, C=c, CMAX=CMAX, CMAX2=CMAX2, BLOCK_V=bv,
                             HAS_FILTER=has_filter, VERIFY=verifying, Q_MODE=q_mode,
-                            BLOCK_Q=BLOCK_Q, HAS_ND=has_nd, **common,
+                            BLOCK_Q=BLOCK_Q, HAS_ND=has_nd, EARLY=FINISH_EARLY, **common,
                             **kernel_options("_finish_kernel", verifying),
                             **({"STAMP": True} if FINISH_STAMP else {}))
     stamps = sv2[:, CMAX2 - tk.STAMP_SLOTS.value:] if FINISH_STAMP and has_filter else None

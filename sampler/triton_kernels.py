@@ -627,6 +627,10 @@ X_EVICT = tl.constexpr(os.environ.get("SONICSPEC_X_EVICT", "evict_first"))
 # the previous forms.
 SUM_AT_MAX = tl.constexpr(os.environ.get("SONICSPEC_SUM_AT_MAX", "1") == "1")
 ARG_GREEDY = tl.constexpr(os.environ.get("SONICSPEC_ARG_GREEDY", "1") == "1")
+# With SCAN 2, a filtered tile's rows take their count above the threshold and the lane of the
+# token above it from one packed sum along the lanes instead of a min for the lane of the row's
+# max and a sum for the count (`_tile_kernel`). SONICSPEC_PACK_LANE=0 restores the two.
+PACK_LANE = tl.constexpr(os.environ.get("SONICSPEC_PACK_LANE", "1") == "1")
 
 
 @triton.jit
@@ -644,13 +648,35 @@ def _max_arg(rmax, rlane, word):
     return _unkey((pk >> 32).to(tl.int32)), 2147483647 - (pk & 0xFFFFFFFF).to(tl.int32)
 
 
+@triton.jit(noinline=True)
+def _scan_store(logits_ptr, row_stride, V, n, b, j, K1, t, temp, gmask_ptr, g_sb, g_sj, has_g,
+                bits_ptr, pval_ptr, W, thr, o, n_sel, cval_ptr, cid_ptr, tcnt_ptr,
+                C: tl.constexpr, BLOCK_V: tl.constexpr, HAS_GRAMMAR: tl.constexpr,
+                HAS_PATCH: tl.constexpr):
+    """Tile t of row n, whose tokens above the row's threshold thr number n_sel with two in
+    some 32-token row: all of them stored by their rank in the tile, in id order, and the
+    count. Not inlined, so its registers do not weigh on the tile kernel's hot path at its
+    register cap (a rare branch: ~2% of the tiles at V = 262144); a function takes scalars
+    only, so it processes the tile again (`_processed`, the same values as the tile's)."""
+    NW: tl.constexpr = BLOCK_V // 32
+    offs = (t * NW + tl.arange(0, NW))[:, None] * 32 + tl.arange(0, 32)[None, :]
+    x = _processed(logits_ptr, n, b, j, K1, offs, V, row_stride, temp, gmask_ptr, g_sb, g_sj,
+                   has_g, bits_ptr, pval_ptr, W, HAS_GRAMMAR, HAS_PATCH)
+    sel = x > thr
+    crow = tl.sum(sel.to(tl.int32), 1)
+    rank = (tl.cumsum(crow, 0) - crow)[:, None] + tl.cumsum(sel.to(tl.int32), 1) - 1
+    _store_rows(cval_ptr + o * C + rank, x, sel & (rank < C))
+    _store_rows(cid_ptr + o * C + rank, offs, sel & (rank < C))
+    tl.store(tcnt_ptr + o, n_sel)
+
+
 @triton.jit
 def _tile_kernel(logits_ptr, row_stride, V, K1, temp_ptr, flags_ptr,
                  gmask_ptr, g_sb, g_sj, bits_ptr, pval_ptr, W, thr_ptr,
                  tmax_ptr, tsum_ptr, targ_ptr, tcnt_ptr, tbnd_ptr, cval_ptr, cid_ptr,
                  T_PAD: tl.constexpr, C: tl.constexpr, BLOCK_V: tl.constexpr,
                  HAS_GRAMMAR: tl.constexpr, HAS_PATCH: tl.constexpr, HAS_CAND: tl.constexpr,
-                 SCAN: tl.constexpr = False, PROBE: tl.constexpr = 0):
+                 SCAN: tl.constexpr = 0, PROBE: tl.constexpr = 0):
     """Stage 1, one program per (row n = b (K + 1) + j, tile t): reads the tile once and
     writes its max, sum exp(x - max) and (greedy rows: the row stage uses it nowhere else)
     the lowest id of the max; for rows with a filter, also candidates.
@@ -672,7 +698,8 @@ def _tile_kernel(logits_ptr, row_stride, V, K1, temp_ptr, flags_ptr,
     bench/NOTES-sampler.md, runs 7-10.) With SCAN (`triton_backend.tile_scan`), a tile with
     two in a row instead stores all its tokens above thr by their rank in the tile (the rows'
     counts' prefix and a scan along the lanes), in id order: no returning atomic here and no
-    id sort in the row stage."""
+    id sort in the row stage; SCAN 2 does it in a function that is not inlined
+    (`_scan_store`)."""
     # After the pre kernel (launched when HAS_PATCH or HAS_CAND), which lets this grid
     # launch only once the logits' writer has finished (`_after_prior`), the tile and the
     # settings (inputs of the whole sequence) are read before the wait for the pre kernel's
@@ -775,11 +802,22 @@ def _tile_kernel(logits_ptr, row_stride, V, K1, temp_ptr, flags_ptr,
                 # count over the rows (no per-token work); a row's other tokens above thr
                 # (rare: two in one row) take the next ones from an atomic counter. The
                 # counts of tokens and of rows above thr: one reduction, packed.
-                if ARG_GREEDY:  # (a filtered row is not greedy: no argmax above)
-                    rlane = _row_lane(x, rmax, lane)
-                rid = word * 32 + rlane
-                sel = x > thr
-                crow = tl.sum(sel.to(tl.int32), 1)
+                if ARG_GREEDY and PACK_LANE and (SCAN == 2):
+                    # (a filtered row is not greedy: no argmax above) one sum along the lanes
+                    # for a row's count above thr and, where it is one, the lane of that token,
+                    # which is then the row's max: the rows with two never use a lane (SCAN;
+                    # with the inline scan the packed sum spills: 112 B at V = 32000)
+                    sel = x > thr
+                    pk = tl.sum(tl.where(sel, 65536 + lane[None, :], 0), 1)
+                    crow = pk >> 16
+                    rlane = pk & 65535
+                    rid = word * 32 + rlane
+                else:
+                    if ARG_GREEDY:  # (a filtered row is not greedy: no argmax above)
+                        rlane = _row_lane(x, rmax, lane)
+                    rid = word * 32 + rlane
+                    sel = x > thr
+                    crow = tl.sum(sel.to(tl.int32), 1)
                 over = crow > 0  # the rows holding a token above thr
                 # one reduction over the rows: the mask of rows above thr (one bit a row:
                 # BLOCK_V = 64 rows of 32 at most) and the count of tokens above it; a row's
@@ -792,11 +830,17 @@ def _tile_kernel(logits_ptr, row_stride, V, K1, temp_ptr, flags_ptr,
                         # a row with two: every selected token by its rank in the tile (the
                         # rows' counts' prefix plus a scan along the lanes), in id order, so
                         # the row stage needs no id sort
-                        rank = ((tl.cumsum(crow, 0) - crow)[:, None]
-                                + tl.cumsum(sel.to(tl.int32), 1) - 1)
-                        _store_rows(cval_ptr + o * C + rank, x, sel & (rank < C))
-                        _store_rows(cid_ptr + o * C + rank, offs, sel & (rank < C))
-                        tl.store(tcnt_ptr + o, n_sel)
+                        if SCAN == 2:
+                            _scan_store(logits_ptr, row_stride, V, n, b, j, K1, t, temp,
+                                        gmask_ptr, g_sb, g_sj, has_g, bits_ptr, pval_ptr, W,
+                                        thr, o, n_sel, cval_ptr, cid_ptr, tcnt_ptr, C, BLOCK_V,
+                                        HAS_GRAMMAR, HAS_PATCH)
+                        else:
+                            rank = ((tl.cumsum(crow, 0) - crow)[:, None]
+                                    + tl.cumsum(sel.to(tl.int32), 1) - 1)
+                            _store_rows(cval_ptr + o * C + rank, x, sel & (rank < C))
+                            _store_rows(cid_ptr + o * C + rank, offs, sel & (rank < C))
+                            tl.store(tcnt_ptr + o, n_sel)
                     else:
                         below = (tl.full([NW], 1, tl.int64) << row.to(tl.int64)) - 1
                         slot = _popc64(rmask & below)
@@ -1171,7 +1215,7 @@ def _finish_kernel(logits_ptr, row_stride, V, K, K1, T, temp_ptr,
                    BLOCK_V: tl.constexpr, HAS_FILTER: tl.constexpr, VERIFY: tl.constexpr,
                    Q_MODE: tl.constexpr, BLOCK_Q: tl.constexpr, HAS_ND: tl.constexpr,
                    HAS_GRAMMAR: tl.constexpr, HAS_PATCH: tl.constexpr,
-                   STAMP: tl.constexpr = 0):
+                   EARLY: tl.constexpr = False, STAMP: tl.constexpr = 0):
     """Stage 2, one program per row n = (request b, position j): everything after the read.
 
     Merges the tiles (row max M, total mass S, greedy argmax). Then, per row:
@@ -1190,9 +1234,12 @@ def _finish_kernel(logits_ptr, row_stride, V, K, K1, T, temp_ptr,
     n = tl.program_id(0)
     st = sv2_ptr + n.to(tl.int64) * CMAX2 + CMAX2 - STAMP_SLOTS  # (STAMP: clock readings)
     _stamp(st, 0, n, STAMP)
-    _after_prior()
+    if not EARLY:
+        _after_prior()
     b = n // K1
     j = n % K1
+    # (EARLY: the row's settings, inputs of the whole sequence, before the wait for the tile
+    # kernel, as the tile kernel reads the logits before its own wait: `_after_prior`)
     temp_raw = tl.load(temp_ptr + b)
     _stamp(st, 1, temp_raw, STAMP)
     greedy = temp_raw == 0
@@ -1203,9 +1250,20 @@ def _finish_kernel(logits_ptr, row_stride, V, K, K1, T, temp_ptr,
     min_p = tl.load(minp_ptr + b)
     seed = tl.load(seed_ptr + b)
     pos = tl.load(pos_ptr + b) + j
+    filtered = _filtered(temp_raw, k, top_p, min_p)
+    if EARLY:
+        _after_prior()
     tiles = tl.arange(0, T_PAD)
     tv = tiles < T
     o = n.to(tl.int64) * T_PAD
+    cs = tl.arange(0, C)
+    coff = (o + tiles)[:, None] * C + cs[None, :]
+    if HAS_FILTER and EARLY:
+        # every slot of the real tiles with the stats, in flight together (also in rows
+        # without a filter, which do not use them: a load that waited for the settings
+        # would be placed after the stats' first use, a round trip later)
+        cv0 = tl.load(cval_ptr + coff, mask=tv[:, None], other=float("-inf"))
+        ci0 = tl.load(cid_ptr + coff, mask=tv[:, None], other=0)
     tm = tl.load(tmax_ptr + o + tiles, mask=tv, other=float("-inf"))
     ts = tl.load(tsum_ptr + o + tiles, mask=tv, other=0.0)
     ta = tl.load(targ_ptr + o + tiles, mask=tv, other=2147483647)
@@ -1221,7 +1279,6 @@ def _finish_kernel(logits_ptr, row_stride, V, K, K1, T, temp_ptr,
     s_all = tl.sum(tmass, 0)
     _stamp(st, 2, s_all, STAMP)
     tiny = 1.1754943508222875e-38
-    filtered = _filtered(temp_raw, k, top_p, min_p)
     xd = -1
     has_d = j < 0
     if VERIFY:
@@ -1247,13 +1304,16 @@ def _finish_kernel(logits_ptr, row_stride, V, K, K1, T, temp_ptr,
     if HAS_FILTER:  # noqa: SIM102 - a constexpr branch around a runtime one
         if filtered:
             path = 1
-            cs = tl.arange(0, C)
             # Every slot of the real tiles at once, without waiting for the counts (slots
             # past a tile's count hold stale values, masked below): one round trip less.
-            coff = (o + tiles)[:, None] * C + cs[None, :]
-            cv = tl.reshape(tl.load(cval_ptr + coff, mask=tv[:, None], other=float("-inf")),
-                            [T_PAD * C])
-            ci = tl.reshape(tl.load(cid_ptr + coff, mask=tv[:, None], other=0), [T_PAD * C])
+            if EARLY:
+                cv = tl.reshape(cv0, [T_PAD * C])
+                ci = tl.reshape(ci0, [T_PAD * C])
+            else:
+                cv = tl.reshape(tl.load(cval_ptr + coff, mask=tv[:, None],
+                                        other=float("-inf")), [T_PAD * C])
+                ci = tl.reshape(tl.load(cid_ptr + coff, mask=tv[:, None], other=0),
+                                [T_PAD * C])
             # bit 24 of a tile's count: its slots past the rows' maxima came from the atomic
             # counter, in no id order
             unordered = tl.max(cnt_t & 16777216, 0) != 0

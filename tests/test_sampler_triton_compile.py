@@ -96,6 +96,8 @@ def test_every_launch_compiles_for_sm90(tmp_path: Path) -> None:
     ("SONICSPEC_SUM_AT_MAX", "0", "_tile_kernel"),  # per-row sums scaled to the tile max
     ("SONICSPEC_ARG_GREEDY", "0", "_tile_kernel"),  # the tile argmax in every row
     ("SONICSPEC_TILE_SCAN", "0", "_tile_kernel"),  # the atomic counter in tiles of 1024
+    ("SONICSPEC_TILE_SCAN", "2", "_tile_kernel"),  # the ranked stores out of line
+    ("SONICSPEC_FINISH_EARLY", "0", "_finish_kernel"),  # settings after the wait
 ])
 def test_measurement_variants_compile_for_sm90(tmp_path: Path, knob: str, value: str,
                                                kernel: str) -> None:
