@@ -26,8 +26,9 @@ from sampler import triton_kernels as tk  # noqa: E402
 TILE = 2048  # the GPU's BLOCK_V
 
 
-def thresholds(x: torch.Tensor, vocab: int) -> torch.Tensor:
-    """The kernel's threshold of each row of x [rows, V] (before the temperature)."""
+def thresholds(x: torch.Tensor, vocab: int, with_max: bool = False):
+    """The kernel's threshold of each row of x [rows, V] (before the temperature, by the
+    rank statistic); with_max: also the sample's max (min-p's bound starts from it)."""
     plan = tri.sample_plan(vocab)
     stride, g_runs, rank = plan["STRIDE"], plan["G_RUNS"], plan["RANK"]
     ids = torch.arange(64 * g_runs)[:, None] * stride * 32 + torch.arange(32)[None, :]
@@ -38,7 +39,8 @@ def thresholds(x: torch.Tensor, vocab: int) -> torch.Tensor:
         1, group, sampled.amax(-1), "amax")
     live = (gmax > float("-inf")).sum(1)
     r = torch.clamp(torch.minimum(live // 2, torch.tensor(rank)), min=1)
-    return gmax.sort(1, descending=True).values.gather(1, (r - 1)[:, None])
+    thr = gmax.sort(1, descending=True).values.gather(1, (r - 1)[:, None])
+    return (thr, gmax.amax(1, keepdim=True)) if with_max else thr
 
 
 def levels(x: torch.Tensor, thr: torch.Tensor, cap: int) -> tuple[int, int, list[int]]:

@@ -438,6 +438,11 @@ def _pre_kernel(logits_ptr, row_stride, hist_ids_ptr, hist_cnt_ptr, hist_cap, bi
                       HAS_GRAMMAR, GB, G_RUNS, STRIDE, RANK)
 
 
+# A min-p-only row's threshold also at min-p's cut below the sample's max (`_thr_part`).
+# SONICSPEC_MINP_BOUND=0: the rank statistic alone, as for the other filters.
+MINP_BOUND = tl.constexpr(os.environ.get("SONICSPEC_MINP_BOUND", "1") == "1")
+
+
 @triton.jit
 def _thr_part(logits_ptr, row_stride, V, K1, n, q, parts, temp_ptr, gmask_ptr, g_sb, g_sj,
               hasg_ptr, topk_ptr, topp_ptr, minp_ptr, gmax_ptr, tick_ptr, thr_ptr,
@@ -452,12 +457,18 @@ def _thr_part(logits_ptr, row_stride, V, K1, n, q, parts, temp_ptr, gmask_ptr, g
     that outlives it, and zeroed again by that last part; no ticket for one part) takes the
     RANK-th largest of the 64 group maxima (at least RANK sampled tokens lie at or above it),
     in processed units (/ temperature), as the row's threshold: the tile kernel then keeps
-    every token above it with one compare a token."""
+    every token above it with one compare a token. A row with min-p alone (MINP_BOUND) takes
+    the higher of that and min-p's cut below the sample's max, a bound on what it keeps (the
+    row max is at least the sample's; penalties aside, which the row stage checks): a few
+    tens of tokens instead of hundreds, so most of its tiles skip the candidates' stores and
+    the row stage its raise."""
     b = n // K1
     j = n % K1
     temp_raw = tl.load(temp_ptr + b)
-    if _filtered(temp_raw, tl.load(topk_ptr + b), tl.load(topp_ptr + b),
-                 tl.load(minp_ptr + b)):
+    k = tl.load(topk_ptr + b)
+    top_p = tl.load(topp_ptr + b)
+    min_p = tl.load(minp_ptr + b)
+    if _filtered(temp_raw, k, top_p, min_p):
         gpp = 64 // parts
         has_g = 0
         if HAS_GRAMMAR:
@@ -493,6 +504,15 @@ def _thr_part(logits_ptr, row_stride, V, K1, n, q, parts, temp_ptr, gmask_ptr, g
                                   float("-inf")), 0)
             if temp_raw != 1.0:
                 thr = _div(thr, temp_raw)
+            if MINP_BOUND:  # noqa: SIM102 - a constexpr branch around a runtime one
+                if (min_p > 0) & (k <= 0) & (top_p >= 1):
+                    # a min-p row keeps only tokens with x >= M + ln(min_p) (processed), and
+                    # the sample's max is at most M: above this bound lie all it keeps
+                    top = tl.max(gm, 0)
+                    if temp_raw != 1.0:
+                        top = _div(top, temp_raw)
+                    cut = top + tl.log(min_p)
+                    thr = tl.maximum(thr, cut - 1e-3 - 1e-5 * tl.abs(cut))
             tl.store(thr_ptr + n, thr)
             if parts > 1:  # every part has taken its ticket: zero it for the next call
                 tl.store(tick_ptr + n, 0)

@@ -15,6 +15,7 @@ never leaks into this pytest process (GPU tests in the same session use real ker
 from __future__ import annotations
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -93,6 +94,7 @@ def run_group(vocab: int) -> dict[str, list]:
             results[f"sample-{str(dtype)[6:]}-{seed}"] = _diff(a, b)
     if vocab < 200:
         results["patch-values"] = _patch_values(vocab)
+        results["minp-bound-fallback"] = _minp_fallback(vocab)
     if vocab >= 1000:
         results["patch-long-lists"] = _patch_long(vocab)
         results["sample-grammar-edge"] = _grammar_edge(vocab)
@@ -226,6 +228,33 @@ def _grammar_edge(vocab: int) -> list:
     return _diff(ref.sample(logits, batch).tokens, out.tokens[:, 0]) + paths
 
 
+def _minp_fallback(vocab: int) -> list:
+    """A min-p row whose threshold (min-p's cut below the unpenalised max, MINP_BOUND) lies
+    above what it keeps: its max token is in its history under a strong repetition penalty,
+    so the processed max is far lower. The row stage must see that the cut may lie at or
+    below its bound (no candidate path) and resolve exactly on a slow path; the rows without
+    the penalty take the candidates. Both equal torch."""
+    import torch
+
+    from sampler import SamplingBatch, SamplingParams
+    from sampler import torch_backend as ref
+    from sampler import triton_backend as tri
+
+    g = torch.Generator().manual_seed(13)
+    rows = 8
+    logits = torch.randn(rows, vocab, generator=g) * 2
+    logits[:, 5] = 20.0
+    params = [SamplingParams(min_p=0.1, repetition_penalty=3.0 if r % 2 == 0 else 1.0,
+                             temperature=0.9) for r in range(rows)]
+    batch = SamplingBatch.from_requests(params, [[5, 9]] * rows, [[]] * rows, vocab,
+                                        seeds=list(range(rows)))
+    out = tri._run(logits[:, None], torch.empty(rows, 0, dtype=torch.int64), batch, None, None)
+    path = out.path.view(-1)
+    want = torch.tensor([1 if r % 2 else 3 for r in range(rows)], dtype=path.dtype)
+    paths = [] if bool(((path == 1) == (want == 1)).all()) else [f"paths {path.tolist()}"]
+    return _diff(ref.sample(logits, batch).tokens, out.tokens[:, 0]) + paths
+
+
 def _tile_overflow(vocab: int) -> list:
     """Two 32-token rows of one tile far above the rest: more tokens clear the tile's
     threshold than its C slots hold, so the row stage must trust only that tile's max
@@ -252,7 +281,9 @@ def _thresholds() -> list:
     """The candidate thresholds of `_pre_kernel` (V = 20000: a 1/8 sample in 64 groups, two
     programs per row with the atomic ticket, or one), against torch on the same sample
     (`bench/threshold_sim.py`): the RANK-th largest group max (grammar applied) divided by
-    the temperature."""
+    the temperature; for the min-p-only row (2) the higher of that and min-p's cut below the
+    sample's max, ln(min_p) under it (`triton_kernels.MINP_BOUND`), which must be above the
+    rank's here (else the bound is not exercised)."""
     import torch
 
     from bench.threshold_sim import thresholds
@@ -272,9 +303,14 @@ def _thresholds() -> list:
     batch = SamplingBatch.from_requests(params, [[]] * rows, [[]] * rows, vocab,
                                         grammar_bitmask=mask)
     allowed = (mask[:, 0, torch.arange(vocab) // 32] >> (torch.arange(vocab) % 32)) & 1
-    want = thresholds(torch.where(allowed != 0, logits, float("-inf")), vocab)[:, 0]
-    want = torch.stack([want[r] / params[r].temperature for r in range(rows)])
+    want, top = thresholds(torch.where(allowed != 0, logits, float("-inf")), vocab, True)
+    want = torch.stack([want[r, 0] / params[r].temperature for r in range(rows)])
     out = []
+    cut = top[2, 0] / params[2].temperature + math.log(params[2].min_p)
+    cut = cut - 1e-3 - 1e-5 * abs(cut)
+    if not cut > want[2]:
+        out.append(f"min-p cut {float(cut)} not above the rank's {float(want[2])}")
+    want[2] = cut
     saved = tri.thr_parts
     try:
         for parts in (1, 2):
@@ -285,7 +321,9 @@ def _thresholds() -> list:
             for call in range(2):  # the tickets are zero again after a call: reusable
                 thr = torch.empty(rows)
                 tri._pre(logits[:, None], none, None, batch.head(rows), bits, False, tick, thr)
-                if not torch.equal(thr, want):
+                # (the min-p row's cut through a float32 log: equal within its rounding)
+                if not (torch.equal(thr[[0, 1, 3]], want[[0, 1, 3]])
+                        and torch.isclose(thr[2], want[2], rtol=1e-6, atol=1e-6)):
                     out.append(f"parts={parts} call {call}: {thr.tolist()} != {want.tolist()}")
                 if bool(tick.any()):
                     out.append(f"parts={parts} call {call}: tickets left at {tick.tolist()}")
