@@ -231,9 +231,10 @@ def _grammar_edge(vocab: int) -> list:
 def _minp_fallback(vocab: int) -> list:
     """A min-p row whose threshold (min-p's cut below the unpenalised max, MINP_BOUND) lies
     above what it keeps: its max token is in its history under a strong repetition penalty,
-    so the processed max is far lower. The row stage must see that the cut may lie at or
-    below its bound (no candidate path) and resolve exactly on a slow path; the rows without
-    the penalty take the candidates. Both equal torch."""
+    so the processed max is far lower, and ten tokens it keeps lie below the threshold. The
+    row stage must see that the cut may lie at or below its bound (no candidate path) and
+    resolve exactly on a slow path; the rows without the penalty take the candidates. Both
+    equal torch."""
     import torch
 
     from sampler import SamplingBatch, SamplingParams
@@ -244,6 +245,7 @@ def _minp_fallback(vocab: int) -> list:
     rows = 8
     logits = torch.randn(rows, vocab, generator=g) * 2
     logits[:, 5] = 20.0
+    logits[:, 10:20] = 6.0  # kept beside the penalised max, below the unpenalised cut
     params = [SamplingParams(min_p=0.1, repetition_penalty=3.0 if r % 2 == 0 else 1.0,
                              temperature=0.9) for r in range(rows)]
     batch = SamplingBatch.from_requests(params, [[5, 9]] * rows, [[]] * rows, vocab,
