@@ -148,6 +148,7 @@ def block_v(vocab: int) -> int:
 
 
 TILE_SCAN_MAX_V = 65536
+TILE_SCAN = os.environ.get("SONICSPEC_TILE_SCAN")  # measurement: 0 / 1 / 2 forces one
 
 
 def tile_scan(vocab: int) -> int:
@@ -163,12 +164,10 @@ def tile_scan(vocab: int) -> int:
     the function (runs 77, 78, 82) at V = 262144 (tiles of 2048) B = 64 verify 152 -> 149,
     B = 256 550 -> 538, but at V = 128256 (tiles of 1024) against the counter B = 1 18 -> 19
     / 23 -> 24, B = 256 72 -> 74 / 307 -> 306, and at V = 32000 it loses to inline (verify
-    B = 64 45 -> 51). So
-    1 up to TILE_SCAN_MAX_V (the bound of `patch_mode`'s layout too), 2 with tiles of 2048,
-    0 between. SONICSPEC_TILE_SCAN=0 / 1 / 2 forces."""
-    env = os.environ.get("SONICSPEC_TILE_SCAN")
-    if env:
-        return int(env)
+    B = 64 45 -> 51). So 1 up to TILE_SCAN_MAX_V (the bound of `patch_mode`'s layout too), 2
+    with tiles of 2048, 0 between. SONICSPEC_TILE_SCAN=0 / 1 / 2 forces."""
+    if TILE_SCAN:
+        return int(TILE_SCAN)
     if vocab <= TILE_SCAN_MAX_V:
         return 1
     return 2 if block_v(vocab) == 2048 else 0

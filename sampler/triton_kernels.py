@@ -668,6 +668,17 @@ def _max_arg(rmax, rlane, word):
     return _unkey((pk >> 32).to(tl.int32)), 2147483647 - (pk & 0xFFFFFFFF).to(tl.int32)
 
 
+@triton.jit
+def _rank_store(x, offs, sel, crow, o, n_sel, cval_ptr, cid_ptr, tcnt_ptr, C: tl.constexpr):
+    """A tile's tokens above the threshold (sel; crow per 32-token row), all stored by their
+    rank in the tile (the rows' counts' exclusive prefix plus a scan along the lanes), in id
+    order, and their count n_sel."""
+    rank = (tl.cumsum(crow, 0) - crow)[:, None] + tl.cumsum(sel.to(tl.int32), 1) - 1
+    _store_rows(cval_ptr + o * C + rank, x, sel & (rank < C))
+    _store_rows(cid_ptr + o * C + rank, offs, sel & (rank < C))
+    tl.store(tcnt_ptr + o, n_sel)
+
+
 @triton.jit(noinline=True)
 def _scan_store(logits_ptr, row_stride, V, n, b, j, K1, t, temp, gmask_ptr, g_sb, g_sj, has_g,
                 bits_ptr, pval_ptr, W, thr, o, n_sel, cval_ptr, cid_ptr, tcnt_ptr,
@@ -683,11 +694,8 @@ def _scan_store(logits_ptr, row_stride, V, n, b, j, K1, t, temp, gmask_ptr, g_sb
     x = _processed(logits_ptr, n, b, j, K1, offs, V, row_stride, temp, gmask_ptr, g_sb, g_sj,
                    has_g, bits_ptr, pval_ptr, W, HAS_GRAMMAR, HAS_PATCH)
     sel = x > thr
-    crow = tl.sum(sel.to(tl.int32), 1)
-    rank = (tl.cumsum(crow, 0) - crow)[:, None] + tl.cumsum(sel.to(tl.int32), 1) - 1
-    _store_rows(cval_ptr + o * C + rank, x, sel & (rank < C))
-    _store_rows(cid_ptr + o * C + rank, offs, sel & (rank < C))
-    tl.store(tcnt_ptr + o, n_sel)
+    _rank_store(x, offs, sel, tl.sum(sel.to(tl.int32), 1), o, n_sel, cval_ptr, cid_ptr,
+                tcnt_ptr, C)
 
 
 @triton.jit
@@ -856,11 +864,8 @@ def _tile_kernel(logits_ptr, row_stride, V, K1, temp_ptr, flags_ptr,
                                         thr, o, n_sel, cval_ptr, cid_ptr, tcnt_ptr, C, BLOCK_V,
                                         HAS_GRAMMAR, HAS_PATCH)
                         else:
-                            rank = ((tl.cumsum(crow, 0) - crow)[:, None]
-                                    + tl.cumsum(sel.to(tl.int32), 1) - 1)
-                            _store_rows(cval_ptr + o * C + rank, x, sel & (rank < C))
-                            _store_rows(cid_ptr + o * C + rank, offs, sel & (rank < C))
-                            tl.store(tcnt_ptr + o, n_sel)
+                            _rank_store(x, offs, sel, crow, o, n_sel, cval_ptr, cid_ptr,
+                                        tcnt_ptr, C)
                     else:
                         below = (tl.full([NW], 1, tl.int64) << row.to(tl.int64)) - 1
                         slot = _popc64(rmask & below)
