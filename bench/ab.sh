@@ -5,6 +5,7 @@
 # issue and penalties mixes by default) and PDL-off profiles (first repeat).
 #   OUT=... AB_MIXES="issue penalties" AB_B="1 64 256" AB_V="32000 262144" \
 #     AB_CFGS="SONICSPEC_X=1,SONICSPEC_Y=2 ..." bash bench/ab.sh   (main + each config)
+# Each run's JSON (with the rows per path) goes to $OUT/json/REP-MIX-SIDE/.
 set -uo pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
@@ -17,7 +18,8 @@ for rep in 1 2; do
       cfg=""; [ $side != main ] && [ $side != default ] && cfg=${side//,/ }
       echo "== rep $rep mix $mix side $side" | tee -a "$OUT/ab.log"
       (cd $root && env $cfg python3 bench/sampler.py --device cuda --backend triton --scale 8 --iters 30 \
-        --mix $mix --batch ${AB_B:-1 64 256} --vocab ${AB_V:-32000 262144} --out /tmp/abjson \
+        --mix $mix --batch ${AB_B:-1 64 256} --vocab ${AB_V:-32000 262144} \
+        --out "$OUT/json/$rep-$mix-${side//[=,]/_}" \
         2>/dev/null | sed -n '2,14p' | tee -a "$OUT/ab.log")
       if [ $rep = 1 ]; then
         (cd $root && env $cfg SONICSPEC_PDL=0 python3 bench/sampler.py --device cuda --backend triton \
