@@ -1079,6 +1079,14 @@ def _q_at(q_ptr, qid_ptr, Q, b, j, K, xd, inside, Q_MODE: tl.constexpr,
                            (lane == 0) & inside, Q_MODE, BLOCK_Q), 0)
 
 
+@triton.jit
+def _slots(cval_ptr, cid_ptr, coff, tv):
+    """A row's candidate slots (values, ids) at coff ([T_PAD, C]) in its real tiles tv
+    (-inf and 0 elsewhere)."""
+    return (tl.load(cval_ptr + coff, mask=tv[:, None], other=float("-inf")),
+            tl.load(cid_ptr + coff, mask=tv[:, None], other=0))
+
+
 STAMP_SLOTS = tl.constexpr(16)  # the last slots of a row's second-chance scratch
 STAMP_COUNT = tl.constexpr(15)  # the slot of the row's candidate count before the raise
 
@@ -1287,8 +1295,7 @@ def _finish_kernel(logits_ptr, row_stride, V, K, K1, T, temp_ptr,
         # every slot of the real tiles with the stats, in flight together (also in rows
         # without a filter, which do not use them: a load that waited for the settings
         # would be placed after the stats' first use, a round trip later)
-        cv0 = tl.load(cval_ptr + coff, mask=tv[:, None], other=float("-inf"))
-        ci0 = tl.load(cid_ptr + coff, mask=tv[:, None], other=0)
+        cv0, ci0 = _slots(cval_ptr, cid_ptr, coff, tv)
     tm = tl.load(tmax_ptr + o + tiles, mask=tv, other=float("-inf"))
     ts = tl.load(tsum_ptr + o + tiles, mask=tv, other=0.0)
     ta = tl.load(targ_ptr + o + tiles, mask=tv, other=2147483647)
@@ -1331,14 +1338,10 @@ def _finish_kernel(logits_ptr, row_stride, V, K, K1, T, temp_ptr,
             path = 1
             # Every slot of the real tiles at once, without waiting for the counts (slots
             # past a tile's count hold stale values, masked below): one round trip less.
-            if EARLY:
-                cv = tl.reshape(cv0, [T_PAD * C])
-                ci = tl.reshape(ci0, [T_PAD * C])
-            else:
-                cv = tl.reshape(tl.load(cval_ptr + coff, mask=tv[:, None],
-                                        other=float("-inf")), [T_PAD * C])
-                ci = tl.reshape(tl.load(cid_ptr + coff, mask=tv[:, None], other=0),
-                                [T_PAD * C])
+            if not EARLY:
+                cv0, ci0 = _slots(cval_ptr, cid_ptr, coff, tv)
+            cv = tl.reshape(cv0, [T_PAD * C])
+            ci = tl.reshape(ci0, [T_PAD * C])
             # bit 24 of a tile's count: its slots past the rows' maxima came from the atomic
             # counter, in no id order
             unordered = tl.max(cnt_t & 16777216, 0) != 0
