@@ -366,6 +366,14 @@ def patch(logits: torch.Tensor, drafts: torch.Tensor, num_draft: torch.Tensor | 
     return pval
 
 
+# Samples of up to THR_ONE_STEP_TOKENS (V <= 4096 and 8192 < V <= 32768) in one step of one
+# program a row, the group maxima in registers (`_thr_part`): no store, ticket and reload
+# of them, the round trips on a small batch's critical path. SONICSPEC_THR_ONE_STEP=0
+# (measurement) restores the parts.
+THR_ONE_STEP = os.environ.get("SONICSPEC_THR_ONE_STEP", "1") == "1"
+THR_ONE_STEP_TOKENS = 4096
+
+
 def sample_plan(vocab: int) -> dict[str, int]:
     """How `_thr_part` samples a row: every STRIDE-th run of 32 tokens (all of them up to
     V = 8192; 1/8 of the row up to 65536; 1/16 beyond), in 64 groups of G_RUNS runs, GB
@@ -377,6 +385,8 @@ def sample_plan(vocab: int) -> dict[str, int]:
     runs = -(-vocab // (32 * stride))
     g_runs = tk.next_pow2(-(-runs // 64))
     gb = min(64, max(1, 2048 // (g_runs * 32)))
+    if THR_ONE_STEP and 64 * g_runs * 32 <= THR_ONE_STEP_TOKENS:
+        gb = 64  # one program a row, one step (`_thr_part`)
     return dict(STRIDE=stride, G_RUNS=g_runs, GB=gb, RANK=12 if stride == 16 else 16)
 
 

@@ -441,6 +441,31 @@ def _pre_kernel(logits_ptr, row_stride, hist_ids_ptr, hist_cnt_ptr, hist_cap, bi
 # A min-p-only row's threshold also at min-p's cut below the sample's max (`_thr_part`).
 # SONICSPEC_MINP_BOUND=0: the rank statistic alone, as for the other filters.
 MINP_BOUND = tl.constexpr(os.environ.get("SONICSPEC_MINP_BOUND", "1") == "1")
+# The threshold's rank statistic by a 64 x 64 count instead of a bitonic sort of the group
+# maxima (the sort's stages cross warps; on the critical path of every small batch).
+# SONICSPEC_THR_SORT=1 (measurement) restores the sort.
+THR_SORT = tl.constexpr(os.environ.get("SONICSPEC_THR_SORT", "0") == "1")
+
+
+@triton.jit
+def _group_max(logits_ptr, row_stride, V, n, b, j, g, gmask_ptr, g_sb, g_sj, has_g,
+               HAS_GRAMMAR: tl.constexpr, G_RUNS: tl.constexpr, STRIDE: tl.constexpr):
+    """The maxima of the sample's groups g of row n (grammar applied)."""
+    # the sample as [groups, runs, 32] and the grammar words as [groups, runs, 1]: the
+    # logits need no conversion to the words' layout (run 28: verify B = 256, V = 128256
+    # 434 -> 428 us; as [groups, runs * 32] the words' load, equal along each run, was laid
+    # out along the groups and every step's sample converted)
+    word = (g[:, None, None] * G_RUNS + tl.arange(0, G_RUNS)[None, :, None]) * STRIDE
+    lane = tl.arange(0, 32)[None, None, :]
+    offs = word * 32 + lane
+    x = tl.load(logits_ptr + n.to(tl.int64) * row_stride + offs, mask=offs < V,
+                other=float("-inf")).to(tl.float32)
+    if HAS_GRAMMAR:  # noqa: SIM102 - a constexpr branch around a runtime one
+        if has_g != 0:
+            gw = tl.load(gmask_ptr + b.to(tl.int64) * g_sb + j * g_sj + word,
+                         mask=word * 32 < V, other=0)
+            x = tl.where(((gw >> lane) & 1) != 0, x, float("-inf"))
+    return tl.max(tl.max(x, 2), 1)
 
 
 @triton.jit
@@ -473,35 +498,33 @@ def _thr_part(logits_ptr, row_stride, V, K1, n, q, parts, temp_ptr, gmask_ptr, g
         has_g = 0
         if HAS_GRAMMAR:
             has_g = tl.load(hasg_ptr + b).to(tl.int32)
-        for g0 in range(q * gpp, (q + 1) * gpp, GB):
-            g = g0 + tl.arange(0, GB)
-            # the sample as [groups, runs, 32] and the grammar words as [groups, runs, 1]:
-            # the logits need no conversion to the words' layout (run 28: verify B = 256,
-            # V = 128256 434 -> 428 us; as [groups, runs * 32] the words' load, equal along
-            # each run, was laid out along the groups and every step's sample converted)
-            word = (g[:, None, None] * G_RUNS + tl.arange(0, G_RUNS)[None, :, None]) * STRIDE
-            lane = tl.arange(0, 32)[None, None, :]
-            offs = word * 32 + lane
-            x = tl.load(logits_ptr + n.to(tl.int64) * row_stride + offs, mask=offs < V,
-                        other=float("-inf")).to(tl.float32)
-            if HAS_GRAMMAR:  # noqa: SIM102 - a constexpr branch around a runtime one
-                if has_g != 0:
-                    gw = tl.load(gmask_ptr + b.to(tl.int64) * g_sb + j * g_sj + word,
-                                 mask=word * 32 < V, other=0)
-                    x = tl.where(((gw >> lane) & 1) != 0, x, float("-inf"))
-            gmx = tl.max(tl.max(x, 2), 1)
-            tl.store(gmax_ptr + n.to(tl.int64) * 64 + g, gmx)
-        tl.debug_barrier()  # every group max stored before the ticket (release) is taken
+        gg = tl.arange(0, 64)
         ticket = parts - 1
-        if parts > 1:
-            ticket = tl.atomic_add(tick_ptr + n, 1)
+        if GB == 64:  # the whole sample in one step: its maxima stay in registers
+            gm = _group_max(logits_ptr, row_stride, V, n, b, j, gg, gmask_ptr, g_sb, g_sj,
+                            has_g, HAS_GRAMMAR, G_RUNS, STRIDE)
+        else:
+            for g0 in range(q * gpp, (q + 1) * gpp, GB):
+                g = g0 + tl.arange(0, GB)
+                tl.store(gmax_ptr + n.to(tl.int64) * 64 + g,
+                         _group_max(logits_ptr, row_stride, V, n, b, j, g, gmask_ptr, g_sb,
+                                    g_sj, has_g, HAS_GRAMMAR, G_RUNS, STRIDE))
+            tl.debug_barrier()  # every group max stored before the ticket (release) is taken
+            if parts > 1:
+                ticket = tl.atomic_add(tick_ptr + n, 1)
         if ticket == parts - 1:
-            gg = tl.arange(0, 64)
-            gm = tl.load(gmax_ptr + n.to(tl.int64) * 64 + gg, cache_modifier=".cg")
+            if GB < 64:
+                gm = tl.load(gmax_ptr + n.to(tl.int64) * 64 + gg, cache_modifier=".cg")
             nlive = tl.sum((gm > float("-inf")).to(tl.int32), 0)
             r = tl.maximum(tl.minimum(nlive // 2, RANK), 1)
-            thr = tl.max(tl.where(gg == r - 1, tl.sort(gm, 0, descending=True),
-                                  float("-inf")), 0)
+            if THR_SORT:
+                thr = tl.max(tl.where(gg == r - 1, tl.sort(gm, 0, descending=True),
+                                      float("-inf")), 0)
+            else:
+                # the r-th largest (with multiplicity) without a sort: the largest maximum
+                # that at least r maxima reach (one 64 x 64 count, one reduction)
+                reach = tl.sum((gm[:, None] >= gm[None, :]).to(tl.int32), 0)
+                thr = tl.max(tl.where(reach >= r, gm, float("-inf")), 0)
             if temp_raw != 1.0:
                 thr = _div(thr, temp_raw)
             if MINP_BOUND:  # noqa: SIM102 - a constexpr branch around a runtime one
@@ -514,8 +537,8 @@ def _thr_part(logits_ptr, row_stride, V, K1, n, q, parts, temp_ptr, gmask_ptr, g
                     cut = top + tl.log(min_p)
                     thr = tl.maximum(thr, cut - 1e-3 - 1e-5 * tl.abs(cut))
             tl.store(thr_ptr + n, thr)
-            if parts > 1:  # every part has taken its ticket: zero it for the next call
-                tl.store(tick_ptr + n, 0)
+            if (GB < 64) & (parts > 1):  # every part has taken its ticket: zero it for
+                tl.store(tick_ptr + n, 0)  # the next call
 
 
 @triton.jit

@@ -280,19 +280,31 @@ def _tile_overflow(vocab: int) -> list:
 
 
 def _thresholds() -> list:
-    """The candidate thresholds of `_pre_kernel` (V = 20000: a 1/8 sample in 64 groups, two
-    programs per row with the atomic ticket, or one), against torch on the same sample
-    (`bench/threshold_sim.py`): the RANK-th largest group max (grammar applied) divided by
-    the temperature; for the min-p-only row (2) the higher of that and min-p's cut below the
-    sample's max, ln(min_p) under it (`triton_kernels.MINP_BOUND`), which must be above the
-    rank's here (else the bound is not exercised)."""
+    """The candidate thresholds of `_pre_kernel` (a 1/8 sample in 64 groups: at V = 20000 in
+    one step of one program, the group maxima in registers; at V = 40000 in steps of 16
+    groups, stored, then four, two or one programs per row meeting through the atomic
+    ticket), against torch on the same sample (`bench/threshold_sim.py`): the RANK-th
+    largest group max (grammar applied) divided by the temperature; for the min-p-only row
+    (2) the higher of that and min-p's cut below the sample's max, ln(min_p) under it
+    (`triton_kernels.MINP_BOUND`), which must be above the rank's here (else the bound is
+    not exercised)."""
+    out = []
+    for vocab, parts in ((20000, (1,)), (40000, (1, 2, 4))):
+        out += _thresholds_at(vocab, parts)
+    return out
+
+
+def _thresholds_at(vocab: int, all_parts: tuple) -> list:
     import torch
 
     from bench.threshold_sim import thresholds
     from sampler import SamplingBatch, SamplingParams
     from sampler import triton_backend as tri
 
-    vocab, rows = 20000, 4
+    rows = 4
+    want_gb = 64 if vocab <= 32768 else 16
+    if tri.sample_plan(vocab)["GB"] != want_gb:
+        return [f"V={vocab}: GB {tri.sample_plan(vocab)['GB']} != {want_gb}"]
     g = torch.Generator().manual_seed(3)
     logits = torch.randn(rows, vocab, generator=g) * 8
     params = [SamplingParams(temperature=0.7, top_k=50), SamplingParams(top_p=0.9),
@@ -311,11 +323,11 @@ def _thresholds() -> list:
     cut = top[2, 0] / params[2].temperature + math.log(params[2].min_p)
     cut = cut - 1e-3 - 1e-5 * abs(cut)
     if not cut > want[2]:
-        out.append(f"min-p cut {float(cut)} not above the rank's {float(want[2])}")
+        out.append(f"V={vocab}: min-p cut {float(cut)} not above the rank's {float(want[2])}")
     want[2] = cut
     saved = tri.thr_parts
     try:
-        for parts in (1, 2):
+        for parts in all_parts:
             tri.thr_parts = lambda rows, gb, p=parts: p
             tick = torch.zeros(rows, dtype=torch.int32)
             none = torch.empty(rows, 0, dtype=torch.int64)
@@ -326,9 +338,11 @@ def _thresholds() -> list:
                 # (the min-p row's cut through a float32 log: equal within its rounding)
                 if not (torch.equal(thr[[0, 1, 3]], want[[0, 1, 3]])
                         and torch.isclose(thr[2], want[2], rtol=1e-6, atol=1e-6)):
-                    out.append(f"parts={parts} call {call}: {thr.tolist()} != {want.tolist()}")
+                    out.append(f"V={vocab} parts={parts} call {call}: {thr.tolist()} != "
+                               f"{want.tolist()}")
                 if bool(tick.any()):
-                    out.append(f"parts={parts} call {call}: tickets left at {tick.tolist()}")
+                    out.append(f"V={vocab} parts={parts} call {call}: tickets left at "
+                               f"{tick.tolist()}")
     finally:
         tri.thr_parts = saved
     return out
