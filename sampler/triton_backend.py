@@ -371,7 +371,7 @@ def patch(logits: torch.Tensor, drafts: torch.Tensor, num_draft: torch.Tensor | 
 # of them, the round trips on a small batch's critical path. SONICSPEC_THR_ONE_STEP=0
 # (measurement) restores the parts.
 THR_ONE_STEP = os.environ.get("SONICSPEC_THR_ONE_STEP", "1") == "1"
-THR_ONE_STEP_TOKENS = 4096
+THR_ONE_STEP_TOKENS = int(os.environ.get("SONICSPEC_THR_ONE_STEP_TOKENS", "4096"))
 
 
 def sample_plan(vocab: int) -> dict[str, int]:
