@@ -476,9 +476,12 @@ def _thr_part(logits_ptr, row_stride, V, K1, n, q, parts, temp_ptr, gmask_ptr, g
     """Part q of `parts` (a power of two) of row n's candidate threshold, for rows with
     top-k/top-p/min-p: a sample of the row (every STRIDE-th run of 32 tokens, grammar
     applied, penalties not: the bound needs no exactness, only about 100-300 tokens above
-    it) in 64 groups of G_RUNS runs, each a contiguous 1/64 of the row; this part takes
-    groups [q 64 / parts, (q+1) 64 / parts), GB at a time (~2048 tokens), and stores their
-    maxima. The last part to finish (an atomic ticket: zero before the call, in a buffer
+    it) in 64 groups of G_RUNS runs, each a contiguous 1/64 of the row. With GB = 64 (a
+    sample of at most 4096 tokens, `triton_backend.sample_plan`) one program takes every
+    group in one step and keeps the maxima in registers (the host launches one part; more
+    would each compute and store the same threshold). Otherwise this part takes groups
+    [q 64 / parts, (q+1) 64 / parts), GB at a time (~2048 tokens), and stores their
+    maxima; the last part to finish (an atomic ticket: zero before the call, in a buffer
     that outlives it, and zeroed again by that last part; no ticket for one part) takes the
     RANK-th largest of the 64 group maxima (at least RANK sampled tokens lie at or above it),
     in processed units (/ temperature), as the row's threshold: the tile kernel then keeps
