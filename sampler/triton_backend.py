@@ -380,10 +380,10 @@ def sample_plan(vocab: int) -> dict[str, int]:
     """How `_thr_part` samples a row: every STRIDE-th run of 32 tokens (all of them up to
     V = 8192; 1/8 of the row up to 65536; 1/16 beyond), in 64 groups of G_RUNS runs, GB
     groups (~2048 tokens) a step (all 64 in one step up to THR_ONE_STEP_TOKENS), threshold =
-    the RANK-th largest group max. Chosen so that
-    about 150-300 tokens of a peaked row lie above the threshold: enough for top-k 50 with
-    margin (the top 50 put RANK or more tokens in a 1/STRIDE sample with probability
-    < 1e-5), few enough that a tile's C slots almost never overflow."""
+    the RANK-th largest group max. Chosen so that about 150-300 tokens of a peaked row lie
+    above the threshold: enough for top-k 50 with margin (the top 50 put RANK or more tokens
+    in a 1/STRIDE sample with probability < 1e-5), few enough that a tile's C slots almost
+    never overflow."""
     stride = 1 if vocab <= 8192 else 8 if vocab <= 65536 else 16
     runs = -(-vocab // (32 * stride))
     g_runs = tk.next_pow2(-(-runs // 64))

@@ -497,7 +497,6 @@ def _thr_part(logits_ptr, row_stride, V, K1, n, q, parts, temp_ptr, gmask_ptr, g
     top_p = tl.load(topp_ptr + b)
     min_p = tl.load(minp_ptr + b)
     if _filtered(temp_raw, k, top_p, min_p):
-        gpp = 64 // parts
         has_g = 0
         if HAS_GRAMMAR:
             has_g = tl.load(hasg_ptr + b).to(tl.int32)
@@ -507,6 +506,7 @@ def _thr_part(logits_ptr, row_stride, V, K1, n, q, parts, temp_ptr, gmask_ptr, g
             gm = _group_max(logits_ptr, row_stride, V, n, b, j, gg, gmask_ptr, g_sb, g_sj,
                             has_g, HAS_GRAMMAR, G_RUNS, STRIDE)
         else:
+            gpp = 64 // parts
             for g0 in range(q * gpp, (q + 1) * gpp, GB):
                 g = g0 + tl.arange(0, GB)
                 tl.store(gmax_ptr + n.to(tl.int64) * 64 + g,
