@@ -5,13 +5,14 @@
 # issue and penalties mixes by default) and PDL-off profiles (first repeat).
 #   OUT=... AB_MIXES="issue penalties" AB_B="1 64 256" AB_V="32000 262144" \
 #     AB_CFGS="SONICSPEC_X=1,SONICSPEC_Y=2 ..." bash bench/ab.sh   (main + each config)
+# AB_REPS="1" for one repeat (default "1 2").
 # Each run's JSON (with the rows per path) goes to $OUT/json/REP-MIX-SIDE/.
 set -uo pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
 rm -rf /tmp/abmain && mkdir -p /tmp/abmain && cp -r bench sampler /tmp/abmain/ \
   && cp ab_main/*.py /tmp/abmain/sampler/
-for rep in 1 2; do
+for rep in ${AB_REPS:-1 2}; do
   for mix in ${AB_MIXES:-issue penalties}; do
     for side in main ${AB_CFGS:-default}; do
       root=$PWD; [ $side = main ] && root=/tmp/abmain

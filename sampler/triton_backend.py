@@ -276,6 +276,8 @@ def _run(logits: torch.Tensor, drafts: torch.Tensor, batch: SamplingBatch,
     # when it needs it, and the threshold tickets live in a buffer that outlives the call.
     bits = torch.empty(bsz * words if has_patch else 1, dtype=torch.int32, device=dev)
     thr = torch.empty(n if has_filter else 1, **f32)
+    # (the checks before the first launch: a call that raises launches nothing)
+    q_mode, q, qid, q_len = _draft_probs(draft_probs, drafts, dev)
     pval = _pre(logits, drafts, n_draft if has_nd else None, head, bits, has_patch, None,
                 thr if has_filter else None)
     common = dict(HAS_GRAMMAR=has_grammar, HAS_PATCH=has_patch)
@@ -300,7 +302,6 @@ def _run(logits: torch.Tensor, drafts: torch.Tensor, batch: SamplingBatch,
                                       T_PAD=t_pad, C=c, BLOCK_V=bv, HAS_CAND=has_filter,
                                       SCAN=tile_scan(vocab),
                                       **common, **kernel_options("_tile_kernel", block=bv))
-    q_mode, q, qid, q_len = _draft_probs(draft_probs, drafts, dev)
     i32: dict[str, Any] = dict(dtype=torch.int32, device=dev)
     path = torch.empty(n, **i32)
     verifying = k > 0
@@ -331,7 +332,7 @@ def _run(logits: torch.Tensor, drafts: torch.Tensor, batch: SamplingBatch,
     return _Raw(out, n_acc, n_draft if has_nd else None, path, stamps, n_emit)
 
 
-_TICKETS: dict[torch.device, torch.Tensor] = {}
+_TICKETS: dict[torch.device, list[torch.Tensor]] = {}
 
 
 def _tickets(rows: int, dev: torch.device) -> torch.Tensor:
@@ -339,13 +340,15 @@ def _tickets(rows: int, dev: torch.device) -> torch.Tensor:
     device that outlives the calls (each call's last part zeroes its row's ticket again),
     so no memset precedes the launch. Calls on one device run in stream order (as the
     engine and CUDA-graph replays do); a buffer first needed during a capture is made for
-    that call alone (zeroed inside the graph), never kept."""
-    buf = _TICKETS.get(dev)
-    if buf is not None and buf.numel() >= rows:
-        return buf
+    that call alone (zeroed inside the graph), never kept. A larger batch takes a larger
+    buffer; the smaller ones stay allocated, since graphs captured earlier still use them
+    (freed, their memory would go to other tensors under the graphs' replays)."""
+    kept = _TICKETS.setdefault(dev, [])
+    if kept and kept[-1].numel() >= rows:
+        return kept[-1]
     buf = torch.zeros(max(rows, 1024), dtype=torch.int32, device=dev)
     if dev.type != "cuda" or not torch.cuda.is_current_stream_capturing():
-        _TICKETS[dev] = buf
+        kept.append(buf)
     return buf
 
 

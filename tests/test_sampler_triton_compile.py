@@ -112,6 +112,30 @@ def test_measurement_variants_compile_for_sm90(tmp_path: Path, knob: str, value:
     assert f"{kernel}:" in proc.stdout, proc.stdout
 
 
+def test_ticket_buffers_outlive_larger_batches() -> None:
+    """The threshold tickets live in a buffer per device that outlives the calls (no memset
+    per call). A larger batch takes a larger buffer; the smaller one must stay allocated,
+    since a CUDA graph captured with it still increments and zeroes its tickets on every
+    replay (freed, its memory would go to other tensors)."""
+    import gc
+    import weakref
+
+    import torch
+
+    from sampler import triton_backend as tri
+
+    dev = torch.device("cpu")
+    small = tri._tickets(8, dev)
+    assert small.numel() >= 8 and not bool(small.any())
+    assert tri._tickets(8, dev) is small  # reused while it is large enough
+    ref = weakref.ref(small)
+    del small
+    large = tri._tickets(1 << 16, dev)
+    gc.collect()
+    assert ref() is not None and ref() is not large
+    assert large.numel() >= 1 << 16 and tri._tickets(100, dev) is large
+
+
 def test_sass_path_length_follows_the_taken_branches() -> None:
     """bench/sass_path.path_length (how bench/NOTES-sampler.md counts hot paths): it follows
     unconditional branches, conditional ones only when listed, and counts the stop."""
