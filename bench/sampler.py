@@ -86,21 +86,28 @@ def make_batch(rows: int, vocab: int, positions: int, device: str) -> SamplingBa
                                        else None)
 
 
+def graphed(fn: Callable[[], object]) -> torch.cuda.CUDAGraph:
+    """fn captured in a CUDA graph (after three warm-up calls on a side stream), replayed
+    once."""
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        for _ in range(3):
+            fn()
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        fn()
+    graph.replay()
+    return graph
+
+
 def timed(fn: Callable[[], object], device: str, iters: int) -> float:
     """Median microseconds per call. On CUDA: fn captured in a CUDA graph; each replay is
     timed alone with CUDA events after a 256 MiB write that evicts the L2 cache (so inputs
     come from HBM, as the floor assumes, and the host's launch latency is not counted)."""
     if device == "cuda":
-        stream = torch.cuda.Stream()
-        stream.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(stream):
-            for _ in range(3):
-                fn()
-        torch.cuda.current_stream().wait_stream(stream)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            fn()
-        graph.replay()
+        graph = graphed(fn)
         flush = _flush_buffer()
         times = []
         for _ in range(iters):

@@ -21,7 +21,7 @@ from pathlib import Path
 import torch
 
 sys.path[0] = str(Path(__file__).resolve().parents[1])
-from bench.sampler import MIX, MIXES, K, _flush_buffer, make_batch, timed  # noqa: E402
+from bench.sampler import MIX, MIXES, K, _flush_buffer, graphed, make_batch, timed  # noqa: E402
 from sampler import Sampler  # noqa: E402
 
 
@@ -29,17 +29,8 @@ def replay_kernels(fn, iters: int) -> list[list[tuple[str, float, float]]]:
     """Per replay of fn's graph: its kernels as (name, start us, end us), in start order."""
     from torch.profiler import ProfilerActivity, profile
 
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        for _ in range(3):
-            fn()
-    torch.cuda.current_stream().wait_stream(stream)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        fn()
+    graph = graphed(fn)
     flush = _flush_buffer()
-    graph.replay()
     torch.cuda.synchronize()
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         for _ in range(iters):
