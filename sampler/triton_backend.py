@@ -276,7 +276,8 @@ def _run(logits: torch.Tensor, drafts: torch.Tensor, batch: SamplingBatch,
     # when it needs it, and the threshold tickets live in a buffer that outlives the call.
     bits = torch.empty(bsz * words if has_patch else 1, dtype=torch.int32, device=dev)
     thr = torch.empty(n if has_filter else 1, **f32)
-    # (the checks before the first launch: a call that raises launches nothing)
+    # (the draft law's conversions before the first launch: a call whose draft law fails
+    # them launches nothing)
     q_mode, q, qid, q_len = _draft_probs(draft_probs, drafts, dev)
     pval = _pre(logits, drafts, n_draft if has_nd else None, head, bits, has_patch, None,
                 thr if has_filter else None)

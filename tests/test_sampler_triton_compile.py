@@ -112,7 +112,7 @@ def test_measurement_variants_compile_for_sm90(tmp_path: Path, knob: str, value:
     assert f"{kernel}:" in proc.stdout, proc.stdout
 
 
-def test_ticket_buffers_outlive_larger_batches() -> None:
+def test_ticket_buffers_outlive_larger_batches(monkeypatch: pytest.MonkeyPatch) -> None:
     """The threshold tickets live in a buffer per device that outlives the calls (no memset
     per call). A larger batch takes a larger buffer; the smaller one must stay allocated,
     since a CUDA graph captured with it still increments and zeroes its tickets on every
@@ -124,6 +124,7 @@ def test_ticket_buffers_outlive_larger_batches() -> None:
 
     from sampler import triton_backend as tri
 
+    monkeypatch.setattr(tri, "_TICKETS", {})  # (no buffer from an earlier test)
     dev = torch.device("cpu")
     small = tri._tickets(8, dev)
     assert small.numel() >= 8 and not bool(small.any())
