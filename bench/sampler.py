@@ -102,6 +102,21 @@ def graphed(fn: Callable[[], object]) -> torch.cuda.CUDAGraph:
     return graph
 
 
+def case_inputs(rows: int, vocab: int, device: str, scale: float | None = None
+                ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, SamplingBatch,
+                           SamplingBatch]:
+    """One size's inputs: logits [rows, K + 1, vocab] = randn * scale (default SCALE[0]),
+    the drafts (argmax of the first K positions), the first position's logits (sample's
+    input) and the sample and verify batches."""
+    g = torch.Generator(device=device).manual_seed(1)
+    logits = torch.randn(rows, K + 1, vocab, device=device, generator=g) * (
+        SCALE[0] if scale is None else scale)
+    drafts = logits[:, :K].argmax(-1)
+    sample_batch = make_batch(rows, vocab, 1, device)
+    verify_batch = make_batch(rows, vocab, K + 1, device)
+    return logits, drafts, logits[:, 0].contiguous(), sample_batch, verify_batch
+
+
 def timed(fn: Callable[[], object], device: str, iters: int) -> float:
     """Median microseconds per call. On CUDA: fn captured in a CUDA graph; each replay is
     timed alone with CUDA events after a 256 MiB write that evicts the L2 cache (so inputs
@@ -199,12 +214,7 @@ def baselines(rows: int, vocab: int, logits: torch.Tensor, drafts: torch.Tensor,
 
 def run_case(sampler: Sampler, rows: int, vocab: int, device: str, iters: int,
              bandwidth: float, with_baselines: bool = False) -> dict[str, float | int | None]:
-    g = torch.Generator(device=device).manual_seed(1)
-    logits = torch.randn(rows, K + 1, vocab, device=device, generator=g) * SCALE[0]
-    drafts = logits[:, :K].argmax(-1)
-    sample_batch = make_batch(rows, vocab, 1, device)
-    verify_batch = make_batch(rows, vocab, K + 1, device)
-    first = logits[:, 0].contiguous()
+    logits, drafts, first, sample_batch, verify_batch = case_inputs(rows, vocab, device)
     sample_us = timed(lambda: sampler.sample(first, sample_batch), device, iters)
     verify_us = timed(lambda: sampler.verify(logits, drafts, verify_batch), device, iters)
     floor_s = rows * vocab * 4 / bandwidth * 1e6
@@ -230,12 +240,7 @@ def profile_case(sampler: Sampler, rows: int, vocab: int, iters: int = 10) -> li
     from torch.profiler import ProfilerActivity
     from torch.profiler import profile as torch_profile
 
-    g = torch.Generator(device="cuda").manual_seed(1)
-    logits = torch.randn(rows, K + 1, vocab, device="cuda", generator=g) * SCALE[0]
-    drafts = logits[:, :K].argmax(-1)
-    sample_batch = make_batch(rows, vocab, 1, "cuda")
-    verify_batch = make_batch(rows, vocab, K + 1, "cuda")
-    first = logits[:, 0].contiguous()
+    logits, drafts, first, sample_batch, verify_batch = case_inputs(rows, vocab, "cuda")
     lines = []
     for name, fn in (("sample", lambda: sampler.sample(first, sample_batch)),
                      ("verify", lambda: sampler.verify(logits, drafts, verify_batch))):

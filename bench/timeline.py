@@ -21,7 +21,7 @@ from pathlib import Path
 import torch
 
 sys.path[0] = str(Path(__file__).resolve().parents[1])
-from bench.sampler import MIX, MIXES, K, _flush_buffer, graphed, make_batch, timed  # noqa: E402
+from bench.sampler import MIX, MIXES, _flush_buffer, case_inputs, graphed, timed  # noqa: E402
 from sampler import Sampler  # noqa: E402
 
 
@@ -46,14 +46,14 @@ def replay_kernels(fn, iters: int) -> list[list[tuple[str, float, float]]]:
         kernels.append((name, start, start + ev.duration_ns() / 1e3))
     kernels.sort(key=lambda k: k[1])
     replays: list[list[tuple[str, float, float]]] = []
+    current: list[tuple[str, float, float]] = []
     for name, start, end in kernels:
-        if name.startswith("_"):  # the sampler's Triton kernels; the flush starts a replay
-            if not replays or replays[-1] is None:
-                replays.append([])
-            replays[-1].append((name, start, end))
-        elif replays and replays[-1] is not None:
-            replays.append(None)
-    return [r for r in replays if r]
+        if name.startswith("_"):  # the sampler's Triton kernels
+            current.append((name, start, end))
+        elif current:  # another kernel (the flush) ends a replay
+            replays.append(current)
+            current = []
+    return replays + ([current] if current else [])
 
 
 def report(label: str, fn, iters: int) -> None:
@@ -83,11 +83,7 @@ def main() -> None:
     sampler = Sampler("triton", "cuda")
     for vocab in args.vocab:
         for rows in args.batch:
-            g = torch.Generator(device="cuda").manual_seed(1)
-            logits = torch.randn(rows, K + 1, vocab, device="cuda", generator=g) * args.scale
-            drafts = logits[:, :K].argmax(-1)
-            first = logits[:, 0].contiguous()
-            sb, vb = make_batch(rows, vocab, 1, "cuda"), make_batch(rows, vocab, K + 1, "cuda")
+            logits, drafts, first, sb, vb = case_inputs(rows, vocab, "cuda", args.scale)
             report(f"sample B={rows} V={vocab}",
                    lambda x=first, b=sb: sampler.sample(x, b), args.iters)
             report(f"verify B={rows} V={vocab}",
