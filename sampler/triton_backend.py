@@ -279,8 +279,12 @@ def _run(logits: torch.Tensor, drafts: torch.Tensor, batch: SamplingBatch,
     # (the draft law's conversions before the first launch: a call whose draft law fails
     # them launches nothing)
     q_mode, q, qid, q_len = _draft_probs(draft_probs, drafts, dev)
+    # The pre kernel's scratch lives for the whole call, like every buffer of the sequence:
+    # with PDL a later kernel's programs run while the pre kernel's last ones still do, so
+    # memory the allocator took back when `_pre` returned could be written under them.
+    gmax = torch.empty(n, 64, **f32) if has_filter else None
     pval = _pre(logits, drafts, n_draft if has_nd else None, head, bits, has_patch, None,
-                thr if has_filter else None)
+                thr if has_filter else None, gmax)
     common = dict(HAS_GRAMMAR=has_grammar, HAS_PATCH=has_patch)
     tmax = torch.empty(n, t_pad, **f32)
     tsum = torch.empty(n, t_pad, **f32)
@@ -407,12 +411,13 @@ def thr_parts(rows: int, gb: int) -> int:
 
 def _pre(logits: torch.Tensor, drafts: torch.Tensor, num_draft: torch.Tensor | None,
          head: SamplingBatch, bits: torch.Tensor, has_patch: int, tick: torch.Tensor | None,
-         thr: torch.Tensor | None) -> torch.Tensor:
+         thr: torch.Tensor | None, gmax: torch.Tensor | None = None) -> torch.Tensor:
     """`_pre_kernel`: the patch (when has_patch, pval's layout: `patch_mode`; see `patch`)
     and, when `thr` ([N] float32) is given, each filtered row's candidate threshold in it.
     Rows split over several programs meet through tickets: `tick` ([N] int32, zero; zero
     again after the call), by default the device's shared buffer (`_tickets`), taken only
-    then. Returns pval."""
+    then; their group maxima through `gmax` ([N, 64] float32 scratch; by default one made
+    here). Returns pval."""
     bsz, k1, vocab = logits.shape
     k = k1 - 1
     dev = logits.device
@@ -431,7 +436,8 @@ def _pre(logits: torch.Tensor, drafts: torch.Tensor, num_draft: torch.Tensor | N
     gmask, g_sb, g_sj = (head.has_grammar, 0, 0) if gm is None else (gm, gm.stride(0),
                                                                       gm.stride(1))
     plan = sample_plan(vocab)
-    gmax = torch.empty(n, 64, dtype=torch.float32, device=dev) if has_thr else pval
+    if gmax is None:
+        gmax = torch.empty(n, 64, dtype=torch.float32, device=dev) if has_thr else pval
     parts = thr_parts(n, plan["GB"])
     if has_thr and parts > 1 and tick is None:
         tick = _tickets(n, dev)

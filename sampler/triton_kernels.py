@@ -69,8 +69,12 @@ else:
         """Programmatic dependent launch: let the next kernel of the sequence launch now
         (its programs wait for this grid to finish before reading what it writes), then wait
         for the previous grid to finish and its writes to be visible. Kernels launched with
-        `launch_pdl` call it before any load of an earlier kernel's output: a no-op without
-        PDL.
+        `launch_pdl` call it before any load of an earlier kernel's output, and before any
+        store at all: until the wait, the previous grid may still run, and scratch of its
+        that the host's allocator has already handed out again (`triton_backend._run` keeps
+        every buffer of the sequence for the whole call) must not be written under it
+        (bench/NOTES-sampler.md, run 103; the finish's STAMP readings, a measurement, write
+        their own buffer before it). A no-op without PDL.
 
         RELEASE_LATE (the pre kernel): wait first, then let the next kernel launch. Every
         program of this grid has then seen the previous grid finish, so the next kernel (the

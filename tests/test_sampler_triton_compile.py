@@ -137,6 +137,30 @@ def test_ticket_buffers_outlive_larger_batches(monkeypatch: pytest.MonkeyPatch) 
     assert large.numel() >= 1 << 16 and tri._tickets(100, dev) is large
 
 
+def test_pre_scratch_lives_for_the_whole_call(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The pre kernel's group maxima scratch comes from `_run`, which keeps it for the whole
+    call: with PDL the tile kernel runs while the pre kernel's last programs still use it,
+    and scratch freed when `_pre` returned would go to the tile kernel's outputs (run 103:
+    wrong thresholds). `_pre` is stopped before its launch; no kernel runs."""
+    import torch
+
+    from sampler import triton_backend as tri
+    from tests.test_sampler_triton import make_batch
+
+    seen = []
+
+    def record(*args, **kwargs):
+        seen.append(args[8] if len(args) > 8 else kwargs.get("gmax"))
+        raise RuntimeError("stop")
+
+    monkeypatch.setattr(tri, "_pre", record)
+    vocab, k1 = 1000, 3
+    logits = torch.randn(8, k1, vocab)
+    with pytest.raises(RuntimeError, match="stop"):
+        tri._run(logits, logits[:, :-1].argmax(-1), make_batch(vocab, k1, 1), None, None)
+    assert isinstance(seen[0], torch.Tensor) and seen[0].shape == (8 * k1, 64)
+
+
 def test_sass_path_length_follows_the_taken_branches() -> None:
     """bench/sass_path.path_length (how bench/NOTES-sampler.md counts hot paths): it follows
     unconditional branches, conditional ones only when listed, and counts the stop."""
