@@ -280,8 +280,9 @@ def _run(logits: torch.Tensor, drafts: torch.Tensor, batch: SamplingBatch,
     # them launches nothing)
     q_mode, q, qid, q_len = _draft_probs(draft_probs, drafts, dev)
     # The pre kernel's scratch lives for the whole call, like every buffer of the sequence:
-    # with PDL a later kernel's programs run while the pre kernel's last ones still do, so
-    # memory the allocator took back when `_pre` returned could be written under them.
+    # with PDL the tile kernel's programs start while the pre kernel's last ones still run,
+    # and memory the allocator took back when `_pre` returned would be theirs; a program
+    # that stored before its wait would write it under the pre kernel (run 103).
     gmax = torch.empty(n, 64, **f32) if has_filter else None
     pval = _pre(logits, drafts, n_draft if has_nd else None, head, bits, has_patch, None,
                 thr if has_filter else None, gmax)

@@ -139,9 +139,10 @@ def test_ticket_buffers_outlive_larger_batches(monkeypatch: pytest.MonkeyPatch) 
 
 def test_pre_scratch_lives_for_the_whole_call(monkeypatch: pytest.MonkeyPatch) -> None:
     """The pre kernel's group maxima scratch comes from `_run`, which keeps it for the whole
-    call: with PDL the tile kernel runs while the pre kernel's last programs still use it,
-    and scratch freed when `_pre` returned would go to the tile kernel's outputs (run 103:
-    wrong thresholds). `_pre` is stopped before its launch; no kernel runs."""
+    call: with PDL the tile kernel's programs start while the pre kernel's last ones still
+    use it, and scratch freed when `_pre` returned would go to the tile kernel's outputs
+    (run 103: a tile kernel that did not wait for the whole pre grid overwrote it, and the
+    thresholds were wrong). `_pre` is stopped before its launch; no kernel runs."""
     import torch
 
     from sampler import triton_backend as tri
