@@ -279,10 +279,8 @@ def _run(logits: torch.Tensor, drafts: torch.Tensor, batch: SamplingBatch,
     # (the draft law's conversions before the first launch: a call whose draft law fails
     # them launches nothing)
     q_mode, q, qid, q_len = _draft_probs(draft_probs, drafts, dev)
-    # The pre kernel's scratch lives for the whole call, like every buffer of the sequence:
-    # with PDL the tile kernel's programs start while the pre kernel's last ones still run,
-    # and memory the allocator took back when `_pre` returned would be theirs; a program
-    # that stored before its wait would write it under the pre kernel (run 103).
+    # (the pre kernel's scratch lives for the whole call, like every buffer of the
+    # sequence: the later kernels start before it ends; `tk._after_prior`)
     gmax = torch.empty(n, 64, **f32) if has_filter else None
     pval = _pre(logits, drafts, n_draft if has_nd else None, head, bits, has_patch, None,
                 thr if has_filter else None, gmax)
