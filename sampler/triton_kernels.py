@@ -1210,8 +1210,10 @@ def _resolve(v, ids, live, n_c, lim, m0, s_all, k, top_p, min_p, u_s, u_a, u_r, 
              VERIFY: tl.constexpr, Q_MODE: tl.constexpr, BLOCK_Q: tl.constexpr):
     """Filters and draws of one row from an id-ordered candidate list (v, ids; `live` marks
     the n_c real entries) that holds every token with x > lim. Returns (ok, token from p,
-    acceptance of the draft, token from the residual); ok is false when the k-th value, the
-    top-p crossing or the min-p cut may lie at or below lim (then nothing else is valid).
+    acceptance of the draft, token from the residual: for `verify` both are the one token
+    the combine reads, from the residual where has_d, else from p); ok is false when the
+    k-th value, the top-p crossing or the min-p cut may lie at or below lim (then nothing
+    else is valid).
 
     Complete rows (nothing outside the list, or only tokens whose weight exp(x - M) is 0 in
     float32, which never change a draw) resolve whatever the filters."""
@@ -1249,20 +1251,27 @@ def _resolve(v, ids, live, n_c, lim, m0, s_all, k, top_p, min_p, u_s, u_a, u_r, 
     ok = ok & (complete | (_keep(lim, x_lo, m0, s_c, pthr, min_p) == 0))
     if ok:
         w = tl.where(live & _keep(v, x_lo, m0, s_c, pthr, min_p), _exp(v - m0), 0.0)
-        w_tot = tl.sum(w, 0)
-        wc = tl.maximum(w_tot, tiny)
-        tok_s = _pick_vec(w, ids, u_s, R)
         if VERIFY:
-            p_x = tl.where(inside, _div(tl.sum(tl.where(ids == xd, w, 0.0), 0), wc), 0.0)
-            acc = has_d & (u_a * q_x < p_x)
-            if Q_MODE == 0:
-                qv = (ids == xd).to(tl.float32)
-            else:  # (row K has no draft law: clamp j so nothing is read past q's end)
-                qv = _draft_q(q_ptr, qid_ptr, Q, b, tl.minimum(j, K - 1), K, ids,
-                              live & has_d, Q_MODE, BLOCK_Q)
-            r = tl.maximum(_div(w, wc) - qv, 0.0)
-            r_tot = tl.sum(r, 0)
-            tok_r = tl.where(r_tot > 0, _pick_vec(r, ids, u_r, R), _pick_vec(w, ids, u_r, R))
+            # one draw (`draw_p` in `_finish_kernel`): from the residual (from p when it is
+            # empty) at u_r where the row has a draft, else from p at u_s
+            u_p = u_s
+            if has_d:
+                wc = tl.maximum(tl.sum(w, 0), tiny)
+                p_x = tl.where(inside, _div(tl.sum(tl.where(ids == xd, w, 0.0), 0), wc), 0.0)
+                acc = u_a * q_x < p_x
+                if Q_MODE == 0:
+                    qv = (ids == xd).to(tl.float32)
+                else:  # (j < K here; the clamp keeps q's address in bounds regardless)
+                    qv = _draft_q(q_ptr, qid_ptr, Q, b, tl.minimum(j, K - 1), K, ids, live,
+                                  Q_MODE, BLOCK_Q)
+                r = tl.maximum(_div(w, wc) - qv, 0.0)
+                if tl.sum(r, 0) > 0:
+                    w = r
+                u_p = u_r
+            tok_s = _pick_vec(w, ids, u_p, R)
+            tok_r = tok_s
+        else:
+            tok_s = _pick_vec(w, ids, u_s, R)
     return ok, tok_s, acc, tok_r
 
 
@@ -1350,6 +1359,10 @@ def _finish_kernel(logits_ptr, row_stride, V, K, K1, T, temp_ptr,
             has_d = j < K
         xd = tl.load(draft_ptr + b * K + j, mask=j < K, other=-1).to(tl.int32)
     inside = (xd >= 0) & (xd < V)
+    # One draw a row: `_combine_kernel` reads tok_r (the residual's) only in rows with a
+    # draft and tok_s (p's) only in the row past the last draft, so rows with a draft skip
+    # p's draw (their tok_s stays a placeholder).
+    draw_p = has_d == 0
     u_s = _uniform(seed, pos, 0)
     u_a = _uniform(seed, pos, 1)
     u_r = _uniform(seed, pos, 2)
@@ -1430,11 +1443,12 @@ def _finish_kernel(logits_ptr, row_stride, V, K, K1, T, temp_ptr,
                 slow = j >= 0
     if (temp_raw != 0) & (filtered == 0):
         path = 2
-        tsel, rest = _choose_tile(tmass, u_s, T_PAD)
-        tok_s = _in_tile(logits_ptr, row_stride, V, n, b, j, K, tsel, rest, temp, gmask_ptr,
-                         g_sb, g_sj, has_g, bits_ptr, pval_ptr, W,
-                         x_lo, m0, s_c, pthr, minp, j < 0, s_c, xd, q_ptr, qid_ptr, Q,
-                         BLOCK_V, Q_MODE, BLOCK_Q, HAS_GRAMMAR, HAS_PATCH)
+        if draw_p:
+            tsel, rest = _choose_tile(tmass, u_s, T_PAD)
+            tok_s = _in_tile(logits_ptr, row_stride, V, n, b, j, K, tsel, rest, temp, gmask_ptr,
+                             g_sb, g_sj, has_g, bits_ptr, pval_ptr, W,
+                             x_lo, m0, s_c, pthr, minp, j < 0, s_c, xd, q_ptr, qid_ptr, Q,
+                             BLOCK_V, Q_MODE, BLOCK_Q, HAS_GRAMMAR, HAS_PATCH)
         if VERIFY:  # noqa: SIM102
             if has_d:
                 if Q_MODE == 0:
@@ -1529,11 +1543,12 @@ def _finish_kernel(logits_ptr, row_stride, V, K, K1, T, temp_ptr,
             wm = tl.where(tiles == t, ws, wm)
         w_tot = tl.sum(wm, 0)
         wc = tl.maximum(w_tot, tiny)
-        tsel, rest = _choose_tile(wm, u_s, T_PAD)
-        tok_s = _in_tile(logits_ptr, row_stride, V, n, b, j, K, tsel, rest, temp, gmask_ptr,
-                         g_sb, g_sj, has_g, bits_ptr, pval_ptr, W,
-                         x_lo, m0, s_c, pthr, minp, j < 0, wc, xd, q_ptr, qid_ptr, Q,
-                         BLOCK_V, Q_MODE, BLOCK_Q, HAS_GRAMMAR, HAS_PATCH)
+        if draw_p:
+            tsel, rest = _choose_tile(wm, u_s, T_PAD)
+            tok_s = _in_tile(logits_ptr, row_stride, V, n, b, j, K, tsel, rest, temp, gmask_ptr,
+                             g_sb, g_sj, has_g, bits_ptr, pval_ptr, W,
+                             x_lo, m0, s_c, pthr, minp, j < 0, wc, xd, q_ptr, qid_ptr, Q,
+                             BLOCK_V, Q_MODE, BLOCK_Q, HAS_GRAMMAR, HAS_PATCH)
         if VERIFY:  # noqa: SIM102
             if has_d:
                 w_x = _weight_at(logits_ptr, row_stride, V, n, b, j, K1, xd, temp, gmask_ptr, g_sb,
