@@ -1210,10 +1210,10 @@ def _resolve(v, ids, live, n_c, lim, m0, s_all, k, top_p, min_p, u_s, u_a, u_r, 
              VERIFY: tl.constexpr, Q_MODE: tl.constexpr, BLOCK_Q: tl.constexpr):
     """Filters and draws of one row from an id-ordered candidate list (v, ids; `live` marks
     the n_c real entries) that holds every token with x > lim. Returns (ok, token from p,
-    acceptance of the draft, token from the residual: for `verify` both are the one token
-    the combine reads, from the residual where has_d, else from p); ok is false when the
-    k-th value, the top-p crossing or the min-p cut may lie at or below lim (then nothing
-    else is valid).
+    acceptance of the draft, token from the residual; `verify` draws only the one the
+    combine may read: from the residual where the draft is rejected, from p where there is
+    no draft); ok is false when the k-th value, the top-p crossing or the min-p cut may lie
+    at or below lim (then nothing else is valid).
 
     Complete rows (nothing outside the list, or only tokens whose weight exp(x - M) is 0 in
     float32, which never change a draw) resolve whatever the filters."""
@@ -1252,24 +1252,25 @@ def _resolve(v, ids, live, n_c, lim, m0, s_all, k, top_p, min_p, u_s, u_a, u_r, 
     if ok:
         w = tl.where(live & _keep(v, x_lo, m0, s_c, pthr, min_p), _exp(v - m0), 0.0)
         if VERIFY:
-            # one draw (`draw_p` in `_finish_kernel`): from the residual (from p when it is
-            # empty) at u_r where the row has a draft, else from p at u_s
-            u_p = u_s
+            # at most one draw (`draw_p` in `_finish_kernel`): from the residual (from p when
+            # it is empty) at u_r where the row's draft is rejected, from p at u_s where the
+            # row has no draft
             if has_d:
                 wc = tl.maximum(tl.sum(w, 0), tiny)
                 p_x = tl.where(inside, _div(tl.sum(tl.where(ids == xd, w, 0.0), 0), wc), 0.0)
                 acc = u_a * q_x < p_x
-                if Q_MODE == 0:
-                    qv = (ids == xd).to(tl.float32)
-                else:  # (j < K here; the clamp keeps q's address in bounds regardless)
-                    qv = _draft_q(q_ptr, qid_ptr, Q, b, tl.minimum(j, K - 1), K, ids, live,
-                                  Q_MODE, BLOCK_Q)
-                r = tl.maximum(_div(w, wc) - qv, 0.0)
-                if tl.sum(r, 0) > 0:
-                    w = r
-                u_p = u_r
-            tok_s = _pick_vec(w, ids, u_p, R)
-            tok_r = tok_s
+                if acc == 0:
+                    if Q_MODE == 0:
+                        qv = (ids == xd).to(tl.float32)
+                    else:  # (j < K here; the clamp keeps q's address in bounds regardless)
+                        qv = _draft_q(q_ptr, qid_ptr, Q, b, tl.minimum(j, K - 1), K, ids, live,
+                                      Q_MODE, BLOCK_Q)
+                    r = tl.maximum(_div(w, wc) - qv, 0.0)
+                    if tl.sum(r, 0) > 0:
+                        w = r
+                    tok_r = _pick_vec(w, ids, u_r, R)
+            else:
+                tok_s = _pick_vec(w, ids, u_s, R)
         else:
             tok_s = _pick_vec(w, ids, u_s, R)
     return ok, tok_s, acc, tok_r
@@ -1359,9 +1360,10 @@ def _finish_kernel(logits_ptr, row_stride, V, K, K1, T, temp_ptr,
             has_d = j < K
         xd = tl.load(draft_ptr + b * K + j, mask=j < K, other=-1).to(tl.int32)
     inside = (xd >= 0) & (xd < V)
-    # One draw a row: `_combine_kernel` reads tok_r (the residual's) only in rows with a
-    # draft and tok_s (p's) only in the row past the last draft, so rows with a draft skip
-    # p's draw (their tok_s stays a placeholder).
+    # At most one draw a row: `_combine_kernel` reads tok_r (the residual's) only in a row
+    # whose draft is rejected and tok_s (p's) only in the row past the last draft, so rows
+    # with a draft skip p's draw and accepted rows the residual's (the tokens they skip
+    # stay placeholders).
     draw_p = has_d == 0
     u_s = _uniform(seed, pos, 0)
     u_a = _uniform(seed, pos, 1)
@@ -1456,16 +1458,17 @@ def _finish_kernel(logits_ptr, row_stride, V, K, K1, T, temp_ptr,
                                      g_sb, g_sj, has_g, bits_ptr, pval_ptr, W, x_lo, m0, s_c,
                                      pthr, minp, HAS_GRAMMAR, HAS_PATCH)
                     acc = u_a * q_x < tl.where(inside, _div(w_x, s_c), 0.0)
-                    rm = tl.maximum(tl.where(tiles == xd // BLOCK_V, tmass - w_x, tmass), 0.0)
-                    r_tot = tl.sum(rm, 0)
-                    use_r = r_tot > 0
-                    tsel, rest = _choose_tile(tl.where(use_r, rm, tmass), u_r, T_PAD)
-                    rest = tl.where(use_r, rest / s_c.to(tl.float64), rest)
-                    tok_r = _in_tile(logits_ptr, row_stride, V, n, b, j, K, tsel, rest, temp,
-                                     gmask_ptr, g_sb, g_sj, has_g, bits_ptr, pval_ptr, W, x_lo,
-                                     m0, s_c, pthr, minp, use_r,
-                                     s_c, xd, q_ptr, qid_ptr, Q, BLOCK_V, Q_MODE, BLOCK_Q,
-                                     HAS_GRAMMAR, HAS_PATCH)
+                    if acc == 0:  # (an accepted row's residual is never read)
+                        rm = tl.maximum(tl.where(tiles == xd // BLOCK_V, tmass - w_x, tmass), 0.0)
+                        r_tot = tl.sum(rm, 0)
+                        use_r = r_tot > 0
+                        tsel, rest = _choose_tile(tl.where(use_r, rm, tmass), u_r, T_PAD)
+                        rest = tl.where(use_r, rest / s_c.to(tl.float64), rest)
+                        tok_r = _in_tile(logits_ptr, row_stride, V, n, b, j, K, tsel, rest, temp,
+                                         gmask_ptr, g_sb, g_sj, has_g, bits_ptr, pval_ptr, W, x_lo,
+                                         m0, s_c, pthr, minp, use_r,
+                                         s_c, xd, q_ptr, qid_ptr, Q, BLOCK_V, Q_MODE, BLOCK_Q,
+                                         HAS_GRAMMAR, HAS_PATCH)
                 else:
                     slow = j >= 0
     if HAS_FILTER:  # noqa: SIM102 - a constexpr branch around a runtime one
@@ -1555,27 +1558,29 @@ def _finish_kernel(logits_ptr, row_stride, V, K, K1, T, temp_ptr,
                                  g_sj, has_g, bits_ptr, pval_ptr, W,
                                  x_lo, m0, s_c, pthr, minp, HAS_GRAMMAR, HAS_PATCH)
                 acc = u_a * q_x < tl.where(inside, _div(w_x, wc), 0.0)
-                rm = tl.zeros([T_PAD], tl.float32)
-                for t in range(T):
-                    offs = t * BLOCK_V + ar
-                    x = _processed(logits_ptr, n, b, j, K1, offs, V, row_stride, temp, gmask_ptr,
-                                   g_sb, g_sj, has_g, bits_ptr, pval_ptr, W, HAS_GRAMMAR, HAS_PATCH)
-                    w = tl.where(_keep(x, x_lo, m0, s_c, pthr, minp), _exp(x - m0), 0.0)
-                    if Q_MODE == 0:
-                        q = (offs == xd).to(tl.float32)
-                    else:
-                        q = _draft_q(q_ptr, qid_ptr, Q, b, j, K, offs, offs < V, Q_MODE,
-                                     BLOCK_Q)
-                    rs = tl.sum(tl.maximum(_div(w, wc) - q, 0.0), 0)
-                    rm = tl.where(tiles == t, rs, rm)
-                r_tot = tl.sum(rm, 0)
-                use_r = r_tot > 0
-                tsel, rest = _choose_tile(tl.where(use_r, rm, wm), u_r, T_PAD)
-                tok_r = _in_tile(logits_ptr, row_stride, V, n, b, j, K, tsel, rest, temp,
-                                 gmask_ptr, g_sb, g_sj, has_g, bits_ptr, pval_ptr, W, x_lo, m0,
-                                 s_c, pthr, minp, use_r, wc, xd,
-                                 q_ptr, qid_ptr, Q, BLOCK_V, Q_MODE, BLOCK_Q,
-                                 HAS_GRAMMAR, HAS_PATCH)
+                if acc == 0:  # (an accepted row's residual is never read)
+                    rm = tl.zeros([T_PAD], tl.float32)
+                    for t in range(T):
+                        offs = t * BLOCK_V + ar
+                        x = _processed(logits_ptr, n, b, j, K1, offs, V, row_stride, temp,
+                                       gmask_ptr, g_sb, g_sj, has_g, bits_ptr, pval_ptr, W,
+                                       HAS_GRAMMAR, HAS_PATCH)
+                        w = tl.where(_keep(x, x_lo, m0, s_c, pthr, minp), _exp(x - m0), 0.0)
+                        if Q_MODE == 0:
+                            q = (offs == xd).to(tl.float32)
+                        else:
+                            q = _draft_q(q_ptr, qid_ptr, Q, b, j, K, offs, offs < V, Q_MODE,
+                                         BLOCK_Q)
+                        rs = tl.sum(tl.maximum(_div(w, wc) - q, 0.0), 0)
+                        rm = tl.where(tiles == t, rs, rm)
+                    r_tot = tl.sum(rm, 0)
+                    use_r = r_tot > 0
+                    tsel, rest = _choose_tile(tl.where(use_r, rm, wm), u_r, T_PAD)
+                    tok_r = _in_tile(logits_ptr, row_stride, V, n, b, j, K, tsel, rest, temp,
+                                     gmask_ptr, g_sb, g_sj, has_g, bits_ptr, pval_ptr, W, x_lo, m0,
+                                     s_c, pthr, minp, use_r, wc, xd,
+                                     q_ptr, qid_ptr, Q, BLOCK_V, Q_MODE, BLOCK_Q,
+                                     HAS_GRAMMAR, HAS_PATCH)
     tl.store(path_ptr + n, path)
     _stamp(st, 7, tok_s, STAMP)
     if VERIFY:
