@@ -1301,9 +1301,10 @@ def _finish_kernel(logits_ptr, row_stride, V, K, K1, T, temp_ptr,
     - otherwise (flat rows, dense/sparse draft laws without a filter) the slow path: exact
       bisection and full passes over the row in this program.
     `sample` writes the token; `verify` writes per row the acceptance of its draft and the
-    tokens drawn from p (SAMPLE stream) and from the residual (RESIDUAL stream), which
-    `_combine_kernel` chains. `path`: 0 greedy, 1 candidates, 2 tiles, 3 slow (bisection),
-    4 second chance (two passes over the row collect up to CMAX2 tokens)."""
+    token `_combine_kernel` may read there (`draw_p`): from the residual (RESIDUAL stream)
+    in a row whose draft is rejected, from p (SAMPLE stream) in a row without a draft.
+    `path`: 0 greedy, 1 candidates, 2 tiles, 3 slow (bisection), 4 second chance (two passes
+    over the row collect up to CMAX2 tokens)."""
     n = tl.program_id(0)
     st = sv2_ptr + n.to(tl.int64) * CMAX2 + CMAX2 - STAMP_SLOTS  # (STAMP: clock readings)
     _stamp(st, 0, n, STAMP)
