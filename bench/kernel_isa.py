@@ -29,7 +29,7 @@ import triton  # noqa: E402
 from triton.backends.compiler import GPUTarget  # noqa: E402
 from triton.compiler import ASTSource  # noqa: E402
 
-from bench.sampler import make_batch  # noqa: E402
+from bench.sampler import MIX, MIXES, make_batch  # noqa: E402
 from bench.sass_path import path_length  # noqa: E402
 from sampler import triton_backend as tri  # noqa: E402
 from sampler import triton_kernels as tk  # noqa: E402
@@ -162,6 +162,7 @@ def main() -> None:
     ap.add_argument("--vocab", type=int, default=262144)
     ap.add_argument("--verify", action="store_true")
     ap.add_argument("--bf16", action="store_true")
+    ap.add_argument("--mix", default="issue", choices=MIXES, help="the rows (bench/sampler.py)")
     ap.add_argument("--kernel", default="_tile_kernel")
     ap.add_argument("--sass", action="store_true", help="print the SASS too")
     ap.add_argument("--path", default=None, metavar="ADDR,..",
@@ -171,6 +172,7 @@ def main() -> None:
     ap.add_argument("--dump", default=None, metavar="DIR",
                     help="write each kernel's TTGIR and PTX to DIR/<kernel>.{ttgir,ptx}")
     args = ap.parse_args()
+    MIX[0] = args.mix
     dtype = torch.bfloat16 if args.bf16 else torch.float32
     for name, kernel, sig, consts, attrs, options in record(args.vocab, args.verify, dtype):
         if args.kernel not in ("all", name):

@@ -21,7 +21,7 @@ from pathlib import Path
 import torch
 
 sys.path[0] = str(Path(__file__).resolve().parents[1])
-from bench.sampler import MIX, MIXES, _flush_buffer, case_inputs, graphed, timed  # noqa: E402
+from bench.sampler import FLUSH, MIX, MIXES, case_inputs, evict_l2, graphed, timed  # noqa: E402
 from sampler import Sampler  # noqa: E402
 
 
@@ -30,11 +30,10 @@ def replay_kernels(fn, iters: int) -> list[list[tuple[str, float, float]]]:
     from torch.profiler import ProfilerActivity, profile
 
     graph = graphed(fn)
-    flush = _flush_buffer()
     torch.cuda.synchronize()
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         for _ in range(iters):
-            flush.fill_(1)
+            evict_l2()
             graph.replay()
         torch.cuda.synchronize()
     kernels = []
@@ -50,7 +49,7 @@ def replay_kernels(fn, iters: int) -> list[list[tuple[str, float, float]]]:
     for name, start, end in kernels:
         if name.startswith("_"):  # the sampler's Triton kernels
             current.append((name, start, end))
-        elif current:  # another kernel (the flush) ends a replay
+        elif current:  # another kernel (the L2 eviction) ends a replay
             replays.append(current)
             current = []
     return replays + ([current] if current else [])
@@ -78,8 +77,11 @@ def main() -> None:
     ap.add_argument("--mix", default="issue", choices=MIXES)
     ap.add_argument("--scale", type=float, default=8.0)
     ap.add_argument("--iters", type=int, default=30)
+    ap.add_argument("--flush", default=FLUSH[0], choices=["write", "clean"],
+                    help="how the L2 is evicted before each replay (bench/sampler.py evict_l2)")
     args = ap.parse_args()
     MIX[0] = args.mix
+    FLUSH[0] = args.flush
     sampler = Sampler("triton", "cuda")
     for vocab in args.vocab:
         for rows in args.batch:

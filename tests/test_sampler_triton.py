@@ -92,6 +92,7 @@ def run_group(vocab: int) -> dict[str, list]:
             a = ref.sample(logits, batch).tokens
             b = tri.sample(logits, batch).tokens
             results[f"sample-{str(dtype)[6:]}-{seed}"] = _diff(a, b)
+    results["temperature-only"] = _temperature_only(vocab)
     if vocab < 200:
         results["patch-values"] = _patch_values(vocab)
         results["minp-bound-fallback"] = _minp_fallback(vocab)
@@ -128,6 +129,48 @@ def run_group(vocab: int) -> dict[str, list]:
     results["verify-peaked"] = (_diff(a.tokens, b.tokens) + _diff(a.num_accepted, b.num_accepted)
                                 + _diff(a.num_emitted, b.num_emitted))
     return results
+
+
+def _temperature_only(vocab: int) -> list:
+    """A batch without top-k / top-p / min-p, where the tile kernel leaves the tokens
+    undivided by the temperature (LAZY_TEMP): temperatures below and above 1, one under the
+    exact division's fast range (divided token by token), greedy, penalties, bias and a
+    grammar; sample (flat and peaked) and verify."""
+    import torch
+
+    from sampler import SamplingBatch, SamplingParams
+    from sampler import torch_backend as ref
+    from sampler import triton_backend as tri
+
+    g = torch.Generator().manual_seed(vocab + 5)
+    params = [SamplingParams(temperature=0.7), SamplingParams(temperature=1.3,
+                                                              repetition_penalty=1.2),
+              SamplingParams(temperature=0), SamplingParams(),
+              SamplingParams(temperature=0.5, frequency_penalty=0.4, logit_bias={3: 2.0}),
+              SamplingParams(temperature=2.5), SamplingParams(temperature=1e-7),
+              SamplingParams(temperature=0.9, presence_penalty=0.3)]
+    rows, k = len(params), 2
+    words = (vocab + 31) // 32
+    mask = torch.full((rows, k + 1, words), -1, dtype=torch.int32)
+    mask[5] = torch.randint(-2**31, 2**31 - 1, (k + 1, words), generator=g, dtype=torch.int32)
+    hist = torch.randint(0, vocab, (rows, 10), generator=g).tolist()
+    out = []
+    for positions in (1, k + 1):
+        batch = SamplingBatch.from_requests(params, [h[:5] for h in hist], [h[5:] for h in hist],
+                                            vocab, num_positions=positions,
+                                            grammar_bitmask=mask[:, :positions],
+                                            seeds=[31 + r for r in range(rows)])
+        if positions == 1:
+            for scale in (2, 8):
+                logits = torch.randn(rows, vocab, generator=g) * scale
+                out += _diff(ref.sample(logits, batch).tokens, tri.sample(logits, batch).tokens)
+        else:
+            logits = torch.randn(rows, k + 1, vocab, generator=g) * 3
+            drafts = torch.multinomial(torch.softmax(logits[:, :k].reshape(-1, vocab), -1), 1,
+                                       generator=g).view(rows, k)
+            a, b = ref.verify(logits, drafts, batch), tri.verify(logits, drafts, batch)
+            out += (_diff(a.tokens, b.tokens) + _diff(a.num_accepted, b.num_accepted))
+    return out
 
 
 def _patch_values(vocab: int) -> list:

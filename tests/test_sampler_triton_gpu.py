@@ -55,6 +55,16 @@ def mixed(rows: int, vocab: int) -> list[SamplingParams]:
     return [kinds[r % len(kinds)] for r in range(rows)]
 
 
+def no_filter(rows: int, vocab: int) -> list[SamplingParams]:
+    """Rows without top-k / top-p / min-p: in a batch of only these the tile kernel leaves
+    the tokens undivided by the temperature (LAZY_TEMP)."""
+    kinds = [SamplingParams(temperature=0), SamplingParams(temperature=0.7),
+             SamplingParams(temperature=1.3, repetition_penalty=1.2), SamplingParams(),
+             SamplingParams(temperature=0.5, frequency_penalty=0.3, logit_bias={vocab - 1: 5.0}),
+             SamplingParams(temperature=2.0)]
+    return [kinds[r % len(kinds)] for r in range(rows)]
+
+
 def batch_for(rows: int, vocab: int, positions: int, seed: int, params=None) -> SamplingBatch:
     g = torch.Generator().manual_seed(seed)
     hist = torch.randint(0, vocab, (rows, 64), generator=g).tolist()
@@ -205,7 +215,20 @@ def test_grid_tokens_equal_torch(vocab: int, dtype: torch.dtype) -> None:
             _count("verify " + key, a.tokens, b.tokens)
             if not torch.equal(a.tokens, b.tokens):
                 _diagnose_verify(key, logits, drafts, vb, q, a, b)
-    for name in ("sample " + key, "verify " + key):
+            if seed == 1:  # batches without filters (LAZY_TEMP's path)
+                nb = batch_for(rows, vocab, 1, seed + 20, no_filter(rows, vocab))
+                ta, tb = ref.sample(first, nb).tokens, tri().sample(first, nb).tokens
+                _count("sample-nofilter " + key, ta, tb)
+                if not torch.equal(ta, tb):
+                    _diagnose_sample(key, first, nb, ta, tb)
+                nb = batch_for(rows, vocab, k + 1, seed + 30, no_filter(rows, vocab))
+                a = ref.verify(logits, drafts, nb, q)
+                b = tri().verify(logits, drafts, nb, q)
+                _count("verify-nofilter " + key, a.tokens, b.tokens)
+                if not torch.equal(a.tokens, b.tokens):
+                    _diagnose_verify(key, logits, drafts, nb, q, a, b)
+    for name in ("sample " + key, "verify " + key, "sample-nofilter " + key,
+                 "verify-nofilter " + key):
         same, total = REPORT[name]
         assert same >= total - max(2, total // 100), (name, same, total)
     for d in DIFFS:
@@ -345,19 +368,26 @@ STAT_SETTINGS = [SamplingParams(temperature=0.7), SamplingParams(top_k=7),
                                 repetition_penalty=1.3, logit_bias={4: 3.0})]
 
 
-def test_sample_law_chi_square() -> None:
+# rows without filters (the tile kernel's undivided tokens, LAZY_TEMP, in a batch of these)
+STAT_NO_FILTER = [SamplingParams(temperature=0.7), SamplingParams(temperature=1.6),
+                  SamplingParams(temperature=0.4, repetition_penalty=1.5, logit_bias={9: 2.0}),
+                  SamplingParams(frequency_penalty=0.6, presence_penalty=0.4)]
+
+
+@pytest.mark.parametrize("settings", [STAT_SETTINGS, STAT_NO_FILTER], ids=["mixed", "no-filter"])
+def test_sample_law_chi_square(settings: list[SamplingParams]) -> None:
     """Property: 100k draws per row of a batch whose rows differ follow the analytic law."""
     vocab, draws = 64, 100_000
     prompt, output = [1, 2, 3, 5, 8], [8, 8, 13, 21, 2]
     logits = torch.randn(vocab, generator=torch.Generator().manual_seed(4)) * 2
-    rows = len(STAT_SETTINGS)
-    base = SamplingBatch.from_requests(STAT_SETTINGS, [prompt] * rows, [output] * rows, vocab,
+    rows = len(settings)
+    base = SamplingBatch.from_requests(settings, [prompt] * rows, [output] * rows, vocab,
                                        seeds=list(range(rows)), device="cuda")
     index = torch.arange(rows, device="cuda").repeat_interleave(draws)
     pos = torch.arange(draws, device="cuda").repeat(rows)
     toks = tri().sample(logits.cuda().expand(rows * draws, vocab).contiguous(),
                         base.select(index, positions=pos)).tokens.view(rows, draws).cpu()
-    for r, p in enumerate(STAT_SETTINGS):
+    for r, p in enumerate(settings):
         law = processed_law(logits, p, prompt, output)
         assert chi_square_pvalue(toks[r].numpy(), law) > FALSE_ALARM, p
 
