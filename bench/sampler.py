@@ -150,8 +150,8 @@ def evict_l2() -> None:
     """Evict the L2 cache before a timed replay. FLUSH[0] "write": a 256 MiB write, which
     leaves the L2 full of dirty lines: the timed call's first reads then also pay their
     write-back to HBM (~50 MB on an H200). "clean": the same write, then a read of another
-    256 MiB buffer, so the write-backs happen before the timer starts and the L2 holds only
-    clean lines of neither the inputs nor the outputs."""
+    256 MiB buffer, so the write-backs happen before the timer starts and the L2 holds clean
+    lines of that buffer alone (bench/NOTES-sampler.md, run 118)."""
     if not _FLUSH:
         _FLUSH.append(torch.empty(256 << 20, dtype=torch.uint8, device="cuda"))
         _FLUSH.append(torch.zeros(64 << 20, dtype=torch.int32, device="cuda"))
