@@ -200,24 +200,30 @@ def baselines(rows: int, vocab: int, logits: torch.Tensor, drafts: torch.Tensor,
                                                iters)),
         "read2_verify_us": maybe(lambda: timed(lambda: read_stats(logits), device, iters)),
     }
-    top_k = torch.tensor([p.top_k or vocab for p in workload_params(rows, vocab)],
-                         dtype=torch.int32, device=device)
-    top_p = torch.tensor([p.top_p for p in workload_params(rows, vocab)], device=device)
-    q = torch.softmax(logits[:, :K].float(), -1)
-
-    def fi_sample() -> float:
-        from flashinfer.sampling import top_k_top_p_sampling_from_logits
-        return timed(lambda: top_k_top_p_sampling_from_logits(first, top_k, top_p), device, iters)
-
-    def fi_chain() -> float:
-        from flashinfer.sampling import chain_speculative_sampling
-        d32 = drafts.to(torch.int32)
-        return timed(lambda: chain_speculative_sampling(q, d32, torch.softmax(logits, -1)),
-                     device, iters)
-
-    out["flashinfer_sample_us"] = maybe(fi_sample)
-    out["flashinfer_verify_us"] = maybe(fi_chain)
+    out["flashinfer_sample_us"] = maybe(lambda: timed(
+        flashinfer_calls(rows, vocab, logits, drafts)["sample"], device, iters))
+    out["flashinfer_verify_us"] = maybe(lambda: timed(
+        flashinfer_calls(rows, vocab, logits, drafts)["verify"], device, iters))
     return out
+
+
+def flashinfer_calls(rows: int, vocab: int, logits: torch.Tensor, drafts: torch.Tensor
+                     ) -> dict[str, Callable[[], object]]:
+    """FlashInfer's baselines over a case's inputs: "sample", `top_k_top_p_sampling_from_logits`
+    on the first position with the workload's top-k / top-p; "verify", `torch.softmax` +
+    `chain_speculative_sampling` with dense draft probabilities (raises ImportError without
+    FlashInfer)."""
+    from flashinfer.sampling import chain_speculative_sampling, top_k_top_p_sampling_from_logits
+
+    params = workload_params(rows, vocab)
+    top_k = torch.tensor([p.top_k or vocab for p in params], dtype=torch.int32,
+                         device=logits.device)
+    top_p = torch.tensor([p.top_p for p in params], device=logits.device)
+    first = logits[:, 0].contiguous()
+    q = torch.softmax(logits[:, :K].float(), -1)
+    d32 = drafts.to(torch.int32)
+    return {"sample": lambda: top_k_top_p_sampling_from_logits(first, top_k, top_p),
+            "verify": lambda: chain_speculative_sampling(q, d32, torch.softmax(logits, -1))}
 
 
 def run_case(sampler: Sampler, rows: int, vocab: int, device: str, iters: int,

@@ -835,7 +835,7 @@ def _tile_kernel(logits_ptr, row_stride, V, K1, temp_ptr, flags_ptr,
         if (temp >= 9.5367431640625e-07) & (temp <= 1048576.0):
             rcp = _div(temp * 0.0 + 1.0, temp)
             if LAZY:
-                lazy = rcp == rcp  # (true)
+                lazy = tl.full((), 1, tl.int1)
                 esc = rcp
             else:
                 x = _tdiv(x, rcp, temp)

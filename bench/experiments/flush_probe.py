@@ -29,11 +29,6 @@ MODES = ("write", "clean")
 
 def measure(rows: int, vocab: int, sampler: Sampler, iters: int) -> dict[str, dict]:
     logits, drafts, first, sb, vb = bs.case_inputs(rows, vocab, "cuda")
-    top_k = torch.tensor([p.top_k or vocab for p in bs.workload_params(rows, vocab)],
-                         dtype=torch.int32, device="cuda")
-    top_p = torch.tensor([p.top_p for p in bs.workload_params(rows, vocab)], device="cuda")
-    q = torch.softmax(logits[:, :bs.K].float(), -1)
-    d32 = drafts.to(torch.int32)
     calls = {
         "sample": lambda: sampler.sample(first, sb),
         "verify": lambda: sampler.verify(logits, drafts, vb),
@@ -42,9 +37,8 @@ def measure(rows: int, vocab: int, sampler: Sampler, iters: int) -> dict[str, di
         "amax_s": lambda: torch.amax(first, -1),
     }
     try:
-        from flashinfer.sampling import chain_speculative_sampling, top_k_top_p_sampling_from_logits
-        calls["fi_s"] = lambda: top_k_top_p_sampling_from_logits(first, top_k, top_p)
-        calls["fi_v"] = lambda: chain_speculative_sampling(q, d32, torch.softmax(logits, -1))
+        fi = bs.flashinfer_calls(rows, vocab, logits, drafts)
+        calls.update(fi_s=fi["sample"], fi_v=fi["verify"])
     except ImportError as err:
         print(f"no FlashInfer: {err}", file=sys.stderr)
     out: dict[str, dict] = {m: {} for m in MODES}
