@@ -188,6 +188,24 @@ def write_report():
             json.dump({"counts": REPORT, "differences": DIFFS}, f, indent=1)
 
 
+def _compare_sample(name: str, key: str, first: torch.Tensor, batch: SamplingBatch) -> None:
+    """Count (and diagnose) one seeded sample call of both backends under `name key`."""
+    ta, tb = ref.sample(first, batch).tokens, tri().sample(first, batch).tokens
+    _count(f"{name} {key}", ta, tb)
+    if not torch.equal(ta, tb):
+        _diagnose_sample(key, first, batch, ta, tb)
+
+
+def _compare_verify(name: str, key: str, logits: torch.Tensor, drafts: torch.Tensor,
+                    batch: SamplingBatch, q: torch.Tensor) -> None:
+    """Count (and diagnose) one seeded verify call of both backends under `name key`."""
+    a = ref.verify(logits, drafts, batch, q)
+    b = tri().verify(logits, drafts, batch, q)
+    _count(f"{name} {key}", a.tokens, b.tokens)
+    if not torch.equal(a.tokens, b.tokens):
+        _diagnose_verify(key, logits, drafts, batch, q, a, b)
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 @pytest.mark.parametrize("vocab", GRID_V)
 def test_grid_tokens_equal_torch(vocab: int, dtype: torch.dtype) -> None:
@@ -203,30 +221,17 @@ def test_grid_tokens_equal_torch(vocab: int, dtype: torch.dtype) -> None:
             logits = (torch.randn(rows, k + 1, vocab, device="cuda", generator=g) * 4).to(dtype)
             sb = batch_for(rows, vocab, 1, seed)
             first = logits[:, 0].contiguous()
-            ta, tb = ref.sample(first, sb).tokens, tri().sample(first, sb).tokens
-            _count("sample " + key, ta, tb)
-            if not torch.equal(ta, tb):
-                _diagnose_sample(key, first, sb, ta, tb)
+            _compare_sample("sample", key, first, sb)
             vb = batch_for(rows, vocab, k + 1, seed + 10)
             q = torch.softmax(torch.randn(rows, k, vocab, device="cuda", generator=g) * 3, -1)
             drafts = torch.multinomial(q.view(-1, vocab), 1, generator=g).view(rows, k)
-            a = ref.verify(logits, drafts, vb, q)
-            b = tri().verify(logits, drafts, vb, q)
-            _count("verify " + key, a.tokens, b.tokens)
-            if not torch.equal(a.tokens, b.tokens):
-                _diagnose_verify(key, logits, drafts, vb, q, a, b)
+            _compare_verify("verify", key, logits, drafts, vb, q)
             if seed == 1:  # batches without filters (LAZY_TEMP's path)
-                nb = batch_for(rows, vocab, 1, seed + 20, no_filter(rows, vocab))
-                ta, tb = ref.sample(first, nb).tokens, tri().sample(first, nb).tokens
-                _count("sample-nofilter " + key, ta, tb)
-                if not torch.equal(ta, tb):
-                    _diagnose_sample(key, first, nb, ta, tb)
-                nb = batch_for(rows, vocab, k + 1, seed + 30, no_filter(rows, vocab))
-                a = ref.verify(logits, drafts, nb, q)
-                b = tri().verify(logits, drafts, nb, q)
-                _count("verify-nofilter " + key, a.tokens, b.tokens)
-                if not torch.equal(a.tokens, b.tokens):
-                    _diagnose_verify(key, logits, drafts, nb, q, a, b)
+                _compare_sample("sample-nofilter", key, first,
+                                batch_for(rows, vocab, 1, seed + 20, no_filter(rows, vocab)))
+                _compare_verify("verify-nofilter", key, logits, drafts,
+                                batch_for(rows, vocab, k + 1, seed + 30, no_filter(rows, vocab)),
+                                q)
     for name in ("sample " + key, "verify " + key, "sample-nofilter " + key,
                  "verify-nofilter " + key):
         same, total = REPORT[name]
