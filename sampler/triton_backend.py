@@ -70,11 +70,22 @@ def patch_mode(vocab: int, k1: int) -> int:
 # programs an SM as before that change; run 66's same-call sweep: no difference beyond
 # +-2 us either way. verify's stays uncapped (40 bytes of spills at 80). 0 = no cap.
 PRE_MAXNREG = int(os.environ.get("SONICSPEC_PRE_MAXNREG", "80"))
-# A register cap for the tile kernel: 56 (72 uncapped; no spills at 56 since run 15's code),
-# which lets 9 programs of 4 warps share an SM instead of 7: more loads in flight (run 8's
-# sweep: uncapped 4-5% slower; run 16: two tiles a program at 80 registers slower still).
-# 0 = no cap.
-TILE_MAXNREG = int(os.environ.get("SONICSPEC_TILE_MAXNREG", "56"))
+# A register cap for the tile kernel: 56 for tiles of 1024 (72 uncapped), 48 for tiles of 2048
+# (80 uncapped; 64 bytes of spills at 48, 24 at 56), so that more programs share an SM: more
+# loads in flight (run 8's sweep: uncapped 4-5% slower; run 16: two tiles a program at 80
+# registers slower still). Runs 127-128 (H200, issue mix, graph replays, us): at V = 262144
+# 72 / 64 / 56 / 48 / 40 verify B = 256 565 / 541 / 517-519 / 512-513 / 526, B = 64 156 /
+# 151 / 144-145 / 142 / 147, sample B = 256 127 / 121 / 116-120 / 114-115 / 119; at
+# V = 128256 56 and 48 within 1%; at V = 32000 48 loses (verify B = 256 129 -> 134).
+# SONICSPEC_TILE_MAXNREG sets one cap for all tiles (0 = no cap).
+TILE_MAXNREG = os.environ.get("SONICSPEC_TILE_MAXNREG")
+
+
+def tile_maxnreg(block: int) -> int:
+    """The tile kernel's register cap for vocabulary tiles of `block` (0: none)."""
+    if TILE_MAXNREG is not None:
+        return int(TILE_MAXNREG)
+    return 48 if block >= 2048 else 56
 FINISH_MAXNREG = int(os.environ.get("SONICSPEC_FINISH_MAXNREG", "0"))  # measurement
 # A register cap for verify's finish kernel alone: 80 (128 uncapped; its stack goes from 120
 # to 96 bytes) lets three programs of 8 warps share an SM instead of two, where verify's
@@ -120,8 +131,8 @@ def kernel_options(kernel: str, verify: bool = False, block: int = 2048) -> dict
         opts["launch_pdl"] = True
     opts["num_warps"] = {"_tile_kernel": tile_warps(block), "_finish_kernel": FINISH_WARPS,
                          "_pre_kernel": PRE_WARPS}.get(kernel, 4)
-    if kernel == "_tile_kernel" and TILE_MAXNREG and not INTERPRET:
-        opts["maxnreg"] = TILE_MAXNREG
+    if kernel == "_tile_kernel" and tile_maxnreg(block) and not INTERPRET:
+        opts["maxnreg"] = tile_maxnreg(block)
     if kernel == "_pre_kernel" and PRE_MAXNREG and not verify and not INTERPRET:
         opts["maxnreg"] = PRE_MAXNREG
     cap = VERIFY_FINISH_MAXNREG if verify else FINISH_MAXNREG
