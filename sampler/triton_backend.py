@@ -228,6 +228,7 @@ def verify(logits: torch.Tensor, draft_tokens: torch.Tensor, batch: SamplingBatc
     if n_acc is None:  # K = 0
         n_acc = torch.zeros(logits.shape[0], dtype=torch.int64, device=logits.device)
         n_emit = n_acc + 1
+    assert n_emit is not None  # (set with num_accepted by the combine kernel)
     head = batch.head(logits.shape[0])
     if head.max_logprobs > 0:
         bsz, k1, vocab = logits.shape
