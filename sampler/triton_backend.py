@@ -168,9 +168,10 @@ def tile_scan(vocab: int) -> int:
     takes the rows' maxima by popcount and the rest from an atomic counter, in no order.
     1 runs the scan inline, 2 in a function that is not inlined (`_scan_store`, which
     processes the tile again from L2 in the rare tiles that need it) so that the hot path
-    keeps its registers under the tile kernel's 56-register cap. Same-call A/B, H200, issue
-    mix, sample / verify us: inline against the counter (runs 73, 75) V = 32000 B = 1 18 -> 16
-    / 22 -> 20, B = 64 24 -> 22 / 47 -> 45, B = 256 37 -> 36 / 140 -> 138, but V = 128256
+    keeps its registers under the tile kernel's register cap (`tile_maxnreg`). Same-call A/B,
+    H200, issue mix, sample / verify us: inline against the counter (runs 73, 75) V = 32000
+    B = 1 18 -> 16 / 22 -> 20, B = 64 24 -> 22 / 47 -> 45, B = 256 37 -> 36 / 140 -> 138, but
+    V = 128256
     B = 256 74 -> 76 / 316 -> 324 and V = 262144 B = 256 123 -> 131 / 547 -> 586 (spills);
     the function (runs 77, 78, 82) at V = 262144 (tiles of 2048) B = 64 verify 152 -> 149,
     B = 256 550 -> 538, but at V = 128256 (tiles of 1024) against the counter B = 1 18 -> 19
