@@ -171,13 +171,12 @@ def tile_scan(vocab: int) -> int:
     keeps its registers under the tile kernel's register cap (`tile_maxnreg`). Same-call A/B,
     H200, issue mix, sample / verify us: inline against the counter (runs 73, 75) V = 32000
     B = 1 18 -> 16 / 22 -> 20, B = 64 24 -> 22 / 47 -> 45, B = 256 37 -> 36 / 140 -> 138, but
-    V = 128256
-    B = 256 74 -> 76 / 316 -> 324 and V = 262144 B = 256 123 -> 131 / 547 -> 586 (spills);
-    the function (runs 77, 78, 82) at V = 262144 (tiles of 2048) B = 64 verify 152 -> 149,
-    B = 256 550 -> 538, but at V = 128256 (tiles of 1024) against the counter B = 1 18 -> 19
-    / 23 -> 24, B = 256 72 -> 74 / 307 -> 306, and at V = 32000 it loses to inline (verify
-    B = 64 45 -> 51). So 1 up to TILE_SCAN_MAX_V (the bound of `patch_mode`'s layout too), 2
-    with tiles of 2048, 0 between. SONICSPEC_TILE_SCAN=0 / 1 / 2 forces."""
+    V = 128256 B = 256 74 -> 76 / 316 -> 324 and V = 262144 B = 256 123 -> 131 / 547 -> 586
+    (spills); the function (runs 77, 78, 82) at V = 262144 (tiles of 2048) B = 64 verify
+    152 -> 149, B = 256 550 -> 538, but at V = 128256 (tiles of 1024) against the counter
+    B = 1 18 -> 19 / 23 -> 24, B = 256 72 -> 74 / 307 -> 306, and at V = 32000 it loses to
+    inline (verify B = 64 45 -> 51). So 1 up to TILE_SCAN_MAX_V (the bound of `patch_mode`'s
+    layout too), 2 with tiles of 2048, 0 between. SONICSPEC_TILE_SCAN=0 / 1 / 2 forces."""
     if TILE_SCAN:
         return int(TILE_SCAN)
     if vocab <= TILE_SCAN_MAX_V:
