@@ -31,6 +31,7 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
+from typing import TypeVar
 
 import torch
 
@@ -169,7 +170,10 @@ def copy_bandwidth(device: str) -> float:
     return 2 * src.numel() / (us * 1e-6)
 
 
-def maybe(fn: Callable[[], float]) -> float | None:
+T = TypeVar("T")
+
+
+def maybe(fn: Callable[[], T]) -> T | None:
     try:
         return fn()
     except Exception as err:  # noqa: BLE001 - a missing or failing baseline is reported as null
@@ -201,11 +205,7 @@ def baselines(rows: int, vocab: int, logits: torch.Tensor, drafts: torch.Tensor,
                                                iters)),
         "read2_verify_us": maybe(lambda: timed(lambda: read_stats(logits), device, iters)),
     }
-    try:
-        fi = flashinfer_calls(rows, vocab, logits, drafts)
-    except ImportError as err:  # (reported as null, as `maybe` does)
-        print(f"baseline failed: ImportError: {err}", file=sys.stderr)
-        fi = {}
+    fi = maybe(lambda: flashinfer_calls(rows, vocab, logits, drafts)) or {}
     for name in ("sample", "verify"):
         out[f"flashinfer_{name}_us"] = (maybe(lambda f=fi[name]: timed(f, device, iters))
                                         if name in fi else None)

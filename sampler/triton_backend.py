@@ -79,13 +79,6 @@ PRE_MAXNREG = int(os.environ.get("SONICSPEC_PRE_MAXNREG", "80"))
 # V = 128256 56 and 48 within 1%; at V = 32000 48 loses (verify B = 256 129 -> 134).
 # SONICSPEC_TILE_MAXNREG sets one cap for all tiles (0 = no cap).
 TILE_MAXNREG = os.environ.get("SONICSPEC_TILE_MAXNREG")
-
-
-def tile_maxnreg(block: int) -> int:
-    """The tile kernel's register cap for vocabulary tiles of `block` (0: none)."""
-    if TILE_MAXNREG is not None:
-        return int(TILE_MAXNREG)
-    return 48 if block >= 2048 else 56
 FINISH_MAXNREG = int(os.environ.get("SONICSPEC_FINISH_MAXNREG", "0"))  # measurement
 # A register cap for verify's finish kernel alone: 80 (128 uncapped; its stack goes from 120
 # to 96 bytes) lets three programs of 8 warps share an SM instead of two, where verify's
@@ -131,12 +124,14 @@ def kernel_options(kernel: str, verify: bool = False, block: int = 2048) -> dict
         opts["launch_pdl"] = True
     opts["num_warps"] = {"_tile_kernel": tile_warps(block), "_finish_kernel": FINISH_WARPS,
                          "_pre_kernel": PRE_WARPS}.get(kernel, 4)
-    if kernel == "_tile_kernel" and tile_maxnreg(block) and not INTERPRET:
-        opts["maxnreg"] = tile_maxnreg(block)
-    if kernel == "_pre_kernel" and PRE_MAXNREG and not verify and not INTERPRET:
-        opts["maxnreg"] = PRE_MAXNREG
-    cap = VERIFY_FINISH_MAXNREG if verify else FINISH_MAXNREG
-    if kernel == "_finish_kernel" and cap and not INTERPRET:
+    cap = 0  # registers a thread (0: none)
+    if kernel == "_tile_kernel":
+        cap = tile_maxnreg(block)
+    elif kernel == "_pre_kernel" and not verify:
+        cap = PRE_MAXNREG
+    elif kernel == "_finish_kernel":
+        cap = VERIFY_FINISH_MAXNREG if verify else FINISH_MAXNREG
+    if cap and not INTERPRET:
         opts["maxnreg"] = cap
     return opts
 
@@ -189,6 +184,13 @@ def tile_warps(block: int) -> int:
     Run 37: tiles of 1024 on 4 warps (8 tokens a thread) gain at B <= 16 (V = 32000 sample
     B = 1 21 -> 17 us) and lose at B >= 64 (V = 128256 verify B = 256 403 -> 489)."""
     return int(TILE_WARPS) if TILE_WARPS else max(1, block // 512)
+
+
+def tile_maxnreg(block: int) -> int:
+    """The tile kernel's register cap for vocabulary tiles of `block` (0: none)."""
+    if TILE_MAXNREG is not None:
+        return int(TILE_MAXNREG)
+    return 48 if block >= 2048 else 56
 
 
 def slots(tiles: int) -> int:
