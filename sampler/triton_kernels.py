@@ -719,20 +719,56 @@ def _rank_store(x, offs, sel, crow, o, n_sel, cval_ptr, cid_ptr, tcnt_ptr, C: tl
     tl.store(tcnt_ptr + o, n_sel)
 
 
+@triton.jit
+def _tile_values(x, n, b, j, K1, word, lane, offs, V, flags, has_g, bits_ptr, pval_ptr, W,
+                 gmask_ptr, g_sb, g_sj, HAS_PATCH: tl.constexpr, HAS_GRAMMAR: tl.constexpr):
+    """The tile's logits x ([BLOCK_V / 32, 32]: rows `word`, lanes `lane`, ids `offs`) with
+    the patch and the grammar applied, a bit word loaded once a 32-token row."""
+    if HAS_PATCH:  # noqa: SIM102 - a constexpr branch around a runtime one
+        # only rows with a penalty or a bias (flag bit 1) read the bits (elsewhere the patch,
+        # if any, is an earlier draft's unchanged logit; loading the whole tile of values
+        # with the bits, without the round trip after them, was slower at B >= 64: run 33)
+        if (flags & 2) != 0:
+            pw = tl.load(bits_ptr + b.to(tl.int64) * W + word, mask=word < W, other=0)
+            hit = ((pw[:, None] >> lane[None, :]) & 1) != 0  # (bits past V are never set)
+            # (x as the masked-off value: each hit loads into x's own register, and nothing
+            # waits on one row's values before the next row's words are loaded)
+            x = tl.load(_pval_at(pval_ptr, n, b, j, K1, V, offs, HAS_PATCH), mask=hit, other=x)
+    if HAS_GRAMMAR:  # noqa: SIM102 - a constexpr branch around a runtime one
+        if has_g != 0:  # (rows without a grammar skip the words)
+            gw = tl.load(gmask_ptr + b.to(tl.int64) * g_sb + j * g_sj + word, mask=word < W,
+                         other=-1)
+            x = tl.where(((gw[:, None] >> lane[None, :]) & 1) != 0, x, float("-inf"))
+    return x
+
+
 @triton.jit(noinline=True)
 def _scan_store(logits_ptr, row_stride, V, n, b, j, K1, t, temp, gmask_ptr, g_sb, g_sj, has_g,
-                bits_ptr, pval_ptr, W, thr, o, n_sel, cval_ptr, cid_ptr, tcnt_ptr,
+                flags, bits_ptr, pval_ptr, W, thr, o, n_sel, cval_ptr, cid_ptr, tcnt_ptr,
                 C: tl.constexpr, BLOCK_V: tl.constexpr, HAS_GRAMMAR: tl.constexpr,
                 HAS_PATCH: tl.constexpr):
     """Tile t of row n, whose tokens above the row's threshold thr number n_sel with two in
     some 32-token row: all of them stored by their rank in the tile, in id order, and the
     count. Not inlined, so its registers do not weigh on the tile kernel's hot path at its
-    register cap (a rare branch: ~2% of the tiles at V = 262144); a function takes scalars
-    only, so it processes the tile again (`_processed`, the same values as the tile's)."""
+    register cap (a rare branch: ~2% of the tiles at V = 262144, ~5% of a grammar row's); a
+    function takes scalars only, so it processes the tile again, as the tile kernel does (a
+    bit word a 32-token row, the temperature by `_tdiv`: the same values)."""
     NW: tl.constexpr = BLOCK_V // 32
-    offs = (t * NW + tl.arange(0, NW))[:, None] * 32 + tl.arange(0, 32)[None, :]
-    x = _processed(logits_ptr, n, b, j, K1, offs, V, row_stride, temp, gmask_ptr, g_sb, g_sj,
-                   has_g, bits_ptr, pval_ptr, W, HAS_GRAMMAR, HAS_PATCH)
+    word = t * NW + tl.arange(0, NW)
+    lane = tl.arange(0, 32)
+    offs = word[:, None] * 32 + lane[None, :]
+    x_ptr = logits_ptr + n.to(tl.int64) * row_stride + offs
+    if (t + 1) * BLOCK_V <= V:
+        x = tl.load(x_ptr).to(tl.float32)
+    else:
+        x = tl.load(x_ptr, mask=offs < V, other=float("-inf")).to(tl.float32)
+    x = _tile_values(x, n, b, j, K1, word, lane, offs, V, flags, has_g, bits_ptr, pval_ptr, W,
+                     gmask_ptr, g_sb, g_sj, HAS_PATCH, HAS_GRAMMAR)
+    if temp != 1.0:  # (the tile kernel's division; LAZY_TEMP never holds here)
+        if (temp >= 9.5367431640625e-07) & (temp <= 1048576.0):
+            x = _tdiv(x, _div(temp * 0.0 + 1.0, temp), temp)
+        else:
+            x = _div(x, temp)
     sel = x > thr
     _rank_store(x, offs, sel, tl.sum(sel.to(tl.int32), 1), o, n_sel, cval_ptr, cid_ptr,
                 tcnt_ptr, C)
@@ -806,21 +842,8 @@ def _tile_kernel(logits_ptr, row_stride, V, K1, temp_ptr, flags_ptr,
     if HAS_CAND:
         filt = (flags & 1) != 0
         thr = tl.load(thr_ptr + n)  # the row's threshold (`_thr_part`; unset if not filt)
-    if HAS_PATCH:  # noqa: SIM102 - a constexpr branch around a runtime one
-        # only rows with a penalty or a bias (flag bit 1) read the bits (elsewhere the patch,
-        # if any, is an earlier draft's unchanged logit; loading the whole tile of values
-        # with the bits, without the round trip after them, was slower at B >= 64: run 33)
-        if (flags & 2) != 0:
-            pw = tl.load(bits_ptr + b.to(tl.int64) * W + word, mask=word < W, other=0)
-            hit = ((pw[:, None] >> lane[None, :]) & 1) != 0  # (bits past V are never set)
-            # (x as the masked-off value: each hit loads into x's own register, and nothing
-            # waits on one row's values before the next row's words are loaded)
-            x = tl.load(_pval_at(pval_ptr, n, b, j, K1, V, offs, HAS_PATCH), mask=hit, other=x)
-    if HAS_GRAMMAR:  # noqa: SIM102 - a constexpr branch around a runtime one
-        if has_g != 0:  # (rows without a grammar skip the words)
-            gw = tl.load(gmask_ptr + b.to(tl.int64) * g_sb + j * g_sj + word, mask=word < W,
-                         other=-1)
-            x = tl.where(((gw[:, None] >> lane[None, :]) & 1) != 0, x, float("-inf"))
+    x = _tile_values(x, n, b, j, K1, word, lane, offs, V, flags, has_g, bits_ptr, pval_ptr, W,
+                     gmask_ptr, g_sb, g_sj, HAS_PATCH, HAS_GRAMMAR)
     # The temperature: every token divided (exactly, as torch), except where no row keeps
     # candidates (LAZY_TEMP, a batch without filters): there only the tile's max and mass
     # need it, and the division is monotone, so the max is divided once and the mass takes
@@ -918,8 +941,9 @@ def _tile_kernel(logits_ptr, row_stride, V, K1, temp_ptr, flags_ptr,
                         # the row stage needs no id sort
                         if SCAN == 2:
                             _scan_store(logits_ptr, row_stride, V, n, b, j, K1, t, temp,
-                                        gmask_ptr, g_sb, g_sj, has_g, bits_ptr, pval_ptr, W,
-                                        thr, o, n_sel, cval_ptr, cid_ptr, tcnt_ptr, C, BLOCK_V,
+                                        gmask_ptr, g_sb, g_sj, has_g, flags, bits_ptr,
+                                        pval_ptr, W, thr, o, n_sel, cval_ptr, cid_ptr,
+                                        tcnt_ptr, C, BLOCK_V,
                                         HAS_GRAMMAR, HAS_PATCH)
                         else:
                             _rank_store(x, offs, sel, crow, o, n_sel, cval_ptr, cid_ptr,
