@@ -720,6 +720,24 @@ def _rank_store(x, offs, sel, crow, o, n_sel, cval_ptr, cid_ptr, tcnt_ptr, C: tl
 
 
 @triton.jit
+def _tdiv_exact(temp):
+    """Whether `_tdiv` divides by temp exactly: a normal t in [2^-20, 2^20]."""
+    return (temp >= 9.5367431640625e-07) & (temp <= 1048576.0)
+
+
+@triton.jit
+def _tile_div(x, temp):
+    """A tile's tokens x / temp, rounded as torch divides (-inf stays -inf): by `_tdiv` from
+    one reciprocal where that is exact, else by `_div`."""
+    if temp != 1.0:
+        if _tdiv_exact(temp):
+            x = _tdiv(x, _div(temp * 0.0 + 1.0, temp), temp)
+        else:
+            x = _div(x, temp)
+    return x
+
+
+@triton.jit
 def _tile_values(x, n, b, j, K1, word, lane, offs, V, flags, has_g, bits_ptr, pval_ptr, W,
                  gmask_ptr, g_sb, g_sj, HAS_PATCH: tl.constexpr, HAS_GRAMMAR: tl.constexpr):
     """The tile's logits x ([BLOCK_V / 32, 32]: rows `word`, lanes `lane`, ids `offs`) with
@@ -764,11 +782,7 @@ def _scan_store(logits_ptr, row_stride, V, n, b, j, K1, t, temp, gmask_ptr, g_sb
         x = tl.load(x_ptr, mask=offs < V, other=float("-inf")).to(tl.float32)
     x = _tile_values(x, n, b, j, K1, word, lane, offs, V, flags, has_g, bits_ptr, pval_ptr, W,
                      gmask_ptr, g_sb, g_sj, HAS_PATCH, HAS_GRAMMAR)
-    if temp != 1.0:  # (the tile kernel's division; LAZY_TEMP never holds here)
-        if (temp >= 9.5367431640625e-07) & (temp <= 1048576.0):
-            x = _tdiv(x, _div(temp * 0.0 + 1.0, temp), temp)
-        else:
-            x = _div(x, temp)
+    x = _tile_div(x, temp)  # (LAZY_TEMP never holds here)
     sel = x > thr
     _rank_store(x, offs, sel, tl.sum(sel.to(tl.int32), 1), o, n_sel, cval_ptr, cid_ptr,
                 tcnt_ptr, C)
@@ -852,18 +866,15 @@ def _tile_kernel(logits_ptr, row_stride, V, K1, temp_ptr, flags_ptr,
     lazy = tl.full((), 0, tl.int1)
     if LAZY:  # the mass's scale: 1 where x is divided or t = 1
         esc = temp * 0.0 + 1.0
+        if temp != 1.0:  # -inf stays -inf
+            if _tdiv_exact(temp):
+                lazy = tl.full((), 1, tl.int1)
+                esc = _div(temp * 0.0 + 1.0, temp)
+            else:
+                x = _div(x, temp)
     else:
         esc = 1.0
-    if temp != 1.0:  # -inf stays -inf
-        if (temp >= 9.5367431640625e-07) & (temp <= 1048576.0):
-            rcp = _div(temp * 0.0 + 1.0, temp)
-            if LAZY:
-                lazy = tl.full((), 1, tl.int1)
-                esc = rcp
-            else:
-                x = _tdiv(x, rcp, temp)
-        else:
-            x = _div(x, temp)
+        x = _tile_div(x, temp)
     rmax = tl.max(x, 1)
     if ARG_GREEDY:
         # the argmax only where the row stage uses it (greedy rows); the candidates' ids
