@@ -306,17 +306,17 @@ def _run(logits: torch.Tensor, drafts: torch.Tensor, batch: SamplingBatch,
     if has_filter:
         tcnt = torch.empty(n, t_pad, dtype=torch.int32, device=dev)
         tbnd = torch.empty(n, t_pad, **f32)
-        cval = torch.empty(n, t_pad, c, **f32)
-        cid = torch.empty(n, t_pad, c, dtype=torch.int32, device=dev)
+        cpair = torch.empty(n, t_pad, c, dtype=torch.int64, device=dev)  # (`triton_kernels._pair`)
         sv = torch.empty(n, CMAX, dtype=torch.int64, device=dev)
         sv2 = torch.empty(n, CMAX2, dtype=torch.int64, device=dev)
     else:
-        tcnt = cid = targ
-        tbnd = cval = tmax
+        tcnt = targ
+        tbnd = tmax
+        cpair = tsum
         sv = sv2 = torch.empty(1, dtype=torch.int64, device=dev)
     tk._tile_kernel[(bsz, k1, tiles)](logits, logits.stride(1), vocab, k1, head.temperature,
                                       head.row_flags, gmask, g_sb, g_sj, bits, pval, words,
-                                      thr, tmax, tsum, targ, tcnt, tbnd, cval, cid,
+                                      thr, tmax, tsum, targ, tcnt, tbnd, cpair,
                                       T_PAD=t_pad, C=c, BLOCK_V=bv, HAS_CAND=has_filter,
                                       SCAN=tile_scan(vocab),
                                       **common, **kernel_options("_tile_kernel", block=bv))
@@ -333,7 +333,7 @@ def _run(logits: torch.Tensor, drafts: torch.Tensor, batch: SamplingBatch,
                             gmask, g_sb, g_sj, head.has_grammar, bits, pval, words,
                             head.top_k, head.top_p, head.min_p, head.seed, head.position,
                             drafts, n_draft, q, qid, q_len,
-                            tmax, tsum, targ, tcnt, tbnd, cval, cid, sv, sv2, out, acc, toks,
+                            tmax, tsum, targ, tcnt, tbnd, cpair, sv, sv2, out, acc, toks,
                             tokr, path, T_PAD=t_pad, C=c, CMAX=CMAX, CMAX2=CMAX2, BLOCK_V=bv,
                             HAS_FILTER=has_filter, VERIFY=verifying, Q_MODE=q_mode,
                             BLOCK_Q=BLOCK_Q, HAS_ND=has_nd, EARLY=FINISH_EARLY, **common,

@@ -150,13 +150,16 @@ ASM_SCATTER = tl.constexpr(not INTERPRET
 
 @triton.jit
 def _store_rows(ptr, val, mask):
-    """tl.store of 32-bit values, by inline PTX under ASM_STORE: the tile kernel's per-row
+    """tl.store of 32- or 64-bit values, by inline PTX under ASM_STORE: the tile kernel's per-row
     results (a reduction's layout: each value replicated on the lanes of its row; the
     replicas store the same word) need no conversion to the store's coalesced layout (three
     in its common candidate path, six barriers). Run 19 (H200): sample B = 256, V = 262144
     163 -> 160 us, verify 772 -> 756 us; no change at small B."""
     if ASM_STORE:
-        _ptx_masked(ptr, val.to(tl.int32, bitcast=True), mask, _PTX_ST_B32, "=r,l,r,r")
+        if val.dtype == tl.int64:
+            _ptx_masked(ptr, val, mask, _PTX_ST_B64, "=r,l,l,r")
+        else:
+            _ptx_masked(ptr, val.to(tl.int32, bitcast=True), mask, _PTX_ST_B32, "=r,l,r,r")
     else:
         tl.store(ptr, val, mask=mask)
 
@@ -176,20 +179,20 @@ def _scatter64(ptr, val, mask):
 if INTERPRET:  # the interpreter's vector atomics do not hand out distinct slots
 
     @triton.jit
-    def _compact(cval_ptr, cid_ptr, cnt_ptr, o, x, offs, sel, base, total,
+    def _compact(cpair_ptr, cnt_ptr, o, x, offs, sel, base, total,
                  C: tl.constexpr, N: tl.constexpr):
         """Write the selected (value, id) pairs to the tile's slots from `base` on, in id
         order, and the tile's count `total` (= base + the number selected)."""
         sel1 = tl.reshape(sel, [N])
         pos = base + tl.cumsum(sel1.to(tl.int32), 0) - 1
-        tl.store(cval_ptr + o * C + pos, tl.reshape(x, [N]), mask=sel1 & (pos < C))
-        tl.store(cid_ptr + o * C + pos, tl.reshape(offs, [N]), mask=sel1 & (pos < C))
+        tl.store(cpair_ptr + o * C + pos, tl.reshape(_pair(x, offs), [N]),
+                 mask=sel1 & (pos < C))
         tl.store(cnt_ptr + o, total)
 
 else:
 
     @triton.jit
-    def _compact(cval_ptr, cid_ptr, cnt_ptr, o, x, offs, sel, base, total,
+    def _compact(cpair_ptr, cnt_ptr, o, x, offs, sel, base, total,
                  C: tl.constexpr, N: tl.constexpr):
         """Write the selected (value, id) pairs to the tile's slots from `base` on: each
         takes a slot from an atomic counter (the tile's count word, zeroed here first: it
@@ -200,8 +203,7 @@ else:
         tl.debug_barrier()
         slot = base + tl.atomic_add(cnt_ptr + o + tl.zeros_like(offs),
                                     tl.full(offs.shape, 1, tl.int32), mask=sel, sem="relaxed")
-        tl.store(cval_ptr + o * C + slot, x, mask=sel & (slot < C))
-        tl.store(cid_ptr + o * C + slot, offs, mask=sel & (slot < C))
+        tl.store(cpair_ptr + o * C + slot, _pair(x, offs), mask=sel & (slot < C))
         tl.debug_barrier()
         tl.store(cnt_ptr + o, total)
 
@@ -222,6 +224,37 @@ else:
     @triton.jit
     def _popc64(x):
         return libdevice.popc(x)
+
+
+# A candidate slot: its id in the high 32 bits, its float32 value's bits in the low ones (one
+# 8-byte store a slot in the tile kernel, one load in the finish, which sorts and scatters
+# the same pairs); NO_PAIR is (0, -inf).
+NO_PAIR = tl.constexpr(0xFF800000)
+
+
+@triton.jit
+def _pair(v, i):
+    """The candidate slot of value v (float32) at id i."""
+    return (i.to(tl.int64) << 32) | (v.to(tl.int32, bitcast=True).to(tl.int64) & 0xFFFFFFFF)
+
+
+@triton.jit
+def _store_pair(ptr, v, i, mask, WIDE: tl.constexpr):
+    """Candidate slots at ptr (int64 pairs, `_pair`) for values v at ids i, by `_store_rows`:
+    WIDE as one 8-byte store each, else as two 4-byte ones (value, then id: little-endian),
+    which hold no register pairs (the rank stores' many values)."""
+    if WIDE:
+        _store_rows(ptr, _pair(v, i), mask)
+    else:
+        p32 = ptr.to(tl.pointer_type(tl.int32))
+        _store_rows(p32, v.to(tl.int32, bitcast=True), mask)
+        _store_rows(p32 + 1, i, mask)
+
+
+@triton.jit
+def _pair_value(p):
+    """The float32 value of candidate slots p (`_pair`)."""
+    return (p & 0xFFFFFFFF).to(tl.int32).to(tl.float32, bitcast=True)
 
 
 @triton.jit
@@ -709,13 +742,12 @@ def _max_arg(rmax, rlane, word):
 
 
 @triton.jit
-def _rank_store(x, offs, sel, crow, o, n_sel, cval_ptr, cid_ptr, tcnt_ptr, C: tl.constexpr):
+def _rank_store(x, offs, sel, crow, o, n_sel, cpair_ptr, tcnt_ptr, C: tl.constexpr):
     """A tile's tokens above the threshold (sel; crow per 32-token row), all stored by their
     rank in the tile (the rows' counts' exclusive prefix plus a scan along the lanes), in id
     order, and their count n_sel."""
     rank = (tl.cumsum(crow, 0) - crow)[:, None] + tl.cumsum(sel.to(tl.int32), 1) - 1
-    _store_rows(cval_ptr + o * C + rank, x, sel & (rank < C))
-    _store_rows(cid_ptr + o * C + rank, offs, sel & (rank < C))
+    _store_pair(cpair_ptr + o * C + rank, x, offs, sel & (rank < C), False)
     tl.store(tcnt_ptr + o, n_sel)
 
 
@@ -762,7 +794,7 @@ def _tile_values(x, n, b, j, K1, word, lane, offs, V, flags, has_g, bits_ptr, pv
 
 @triton.jit(noinline=True)
 def _scan_store(logits_ptr, row_stride, V, n, b, j, K1, t, temp, gmask_ptr, g_sb, g_sj, has_g,
-                flags, bits_ptr, pval_ptr, W, thr, o, n_sel, cval_ptr, cid_ptr, tcnt_ptr,
+                flags, bits_ptr, pval_ptr, W, thr, o, n_sel, cpair_ptr, tcnt_ptr,
                 C: tl.constexpr, BLOCK_V: tl.constexpr, HAS_GRAMMAR: tl.constexpr,
                 HAS_PATCH: tl.constexpr):
     """Tile t of row n, whose tokens above the row's threshold thr number n_sel with two in
@@ -784,14 +816,14 @@ def _scan_store(logits_ptr, row_stride, V, n, b, j, K1, t, temp, gmask_ptr, g_sb
                      gmask_ptr, g_sb, g_sj, HAS_PATCH, HAS_GRAMMAR)
     x = _tile_div(x, temp)  # (LAZY_TEMP never holds here)
     sel = x > thr
-    _rank_store(x, offs, sel, tl.sum(sel.to(tl.int32), 1), o, n_sel, cval_ptr, cid_ptr,
+    _rank_store(x, offs, sel, tl.sum(sel.to(tl.int32), 1), o, n_sel, cpair_ptr,
                 tcnt_ptr, C)
 
 
 @triton.jit
 def _tile_kernel(logits_ptr, row_stride, V, K1, temp_ptr, flags_ptr,
                  gmask_ptr, g_sb, g_sj, bits_ptr, pval_ptr, W, thr_ptr,
-                 tmax_ptr, tsum_ptr, targ_ptr, tcnt_ptr, tbnd_ptr, cval_ptr, cid_ptr,
+                 tmax_ptr, tsum_ptr, targ_ptr, tcnt_ptr, tbnd_ptr, cpair_ptr,
                  T_PAD: tl.constexpr, C: tl.constexpr, BLOCK_V: tl.constexpr,
                  HAS_GRAMMAR: tl.constexpr, HAS_PATCH: tl.constexpr, HAS_CAND: tl.constexpr,
                  SCAN: tl.constexpr = 0, PROBE: tl.constexpr = 0):
@@ -953,19 +985,19 @@ def _tile_kernel(logits_ptr, row_stride, V, K1, temp_ptr, flags_ptr,
                         if SCAN == 2:
                             _scan_store(logits_ptr, row_stride, V, n, b, j, K1, t, temp,
                                         gmask_ptr, g_sb, g_sj, has_g, flags, bits_ptr,
-                                        pval_ptr, W, thr, o, n_sel, cval_ptr, cid_ptr,
+                                        pval_ptr, W, thr, o, n_sel, cpair_ptr,
                                         tcnt_ptr, C, BLOCK_V,
                                         HAS_GRAMMAR, HAS_PATCH)
                         else:
-                            _rank_store(x, offs, sel, crow, o, n_sel, cval_ptr, cid_ptr,
+                            _rank_store(x, offs, sel, crow, o, n_sel, cpair_ptr,
                                         tcnt_ptr, C)
                     else:
                         below = (tl.full([NW], 1, tl.int64) << row.to(tl.int64)) - 1
                         slot = _popc64(rmask & below)
-                        _store_rows(cval_ptr + o * C + slot, rmax, over & (slot < C))
-                        _store_rows(cid_ptr + o * C + slot, rid, over & (slot < C))
+                        _store_pair(cpair_ptr + o * C + slot, rmax, rid, over & (slot < C),
+                                    True)
                         if n_sel > n_top:  # count | 2**24: slots past the maxima in no id order
-                            _compact(cval_ptr, cid_ptr, tcnt_ptr, o, x, offs,
+                            _compact(cpair_ptr, tcnt_ptr, o, x, offs,
                                      sel & (lane[None, :] != rlane[:, None]), n_top,
                                      n_sel | 16777216, C, BLOCK_V)
                         else:
@@ -1173,11 +1205,10 @@ def _q_at(q_ptr, qid_ptr, Q, b, j, K, xd, inside, Q_MODE: tl.constexpr,
 
 
 @triton.jit
-def _slots(cval_ptr, cid_ptr, coff, tv):
-    """A row's candidate slots (values, ids) at coff ([T_PAD, C]) in its real tiles tv
-    (-inf and 0 elsewhere)."""
-    return (tl.load(cval_ptr + coff, mask=tv[:, None], other=float("-inf")),
-            tl.load(cid_ptr + coff, mask=tv[:, None], other=0))
+def _slots(cpair_ptr, coff, tv):
+    """A row's candidate slots at coff ([T_PAD, C]) in its real tiles tv, as (id, value)
+    pairs (`_pair`; (0, -inf) elsewhere)."""
+    return tl.load(cpair_ptr + coff, mask=tv[:, None], other=NO_PAIR)
 
 
 STAMP_SLOTS = tl.constexpr(16)  # the last slots of a row's second-chance scratch
@@ -1344,7 +1375,7 @@ def _finish_kernel(logits_ptr, row_stride, V, K, K1, T, temp_ptr,
                    gmask_ptr, g_sb, g_sj, hasg_ptr, bits_ptr, pval_ptr, W,
                    topk_ptr, topp_ptr, minp_ptr, seed_ptr, pos_ptr,
                    draft_ptr, ndraft_ptr, q_ptr, qid_ptr, Q,
-                   tmax_ptr, tsum_ptr, targ_ptr, tcnt_ptr, tbnd_ptr, cval_ptr, cid_ptr,
+                   tmax_ptr, tsum_ptr, targ_ptr, tcnt_ptr, tbnd_ptr, cpair_ptr,
                    sv_ptr, sv2_ptr, tokens_ptr, acc_ptr, toks_ptr, tokr_ptr, path_ptr,
                    T_PAD: tl.constexpr, C: tl.constexpr, CMAX: tl.constexpr,
                    CMAX2: tl.constexpr,
@@ -1399,7 +1430,7 @@ def _finish_kernel(logits_ptr, row_stride, V, K, K1, T, temp_ptr,
         # every slot of the real tiles with the stats, in flight together (also in rows
         # without a filter, which do not use them: a load that waited for the settings
         # would be placed after the stats' first use, a round trip later)
-        cv0, ci0 = _slots(cval_ptr, cid_ptr, coff, tv)
+        cp0 = _slots(cpair_ptr, coff, tv)
     tm = tl.load(tmax_ptr + o + tiles, mask=tv, other=float("-inf"))
     ts = tl.load(tsum_ptr + o + tiles, mask=tv, other=0.0)
     ta = tl.load(targ_ptr + o + tiles, mask=tv, other=2147483647)
@@ -1448,9 +1479,8 @@ def _finish_kernel(logits_ptr, row_stride, V, K, K1, T, temp_ptr,
             # Every slot of the real tiles at once, without waiting for the counts (slots
             # past a tile's count hold stale values, masked below): one round trip less.
             if not EARLY:
-                cv0, ci0 = _slots(cval_ptr, cid_ptr, coff, tv)
-            cv = tl.reshape(cv0, [T_PAD * C])
-            ci = tl.reshape(ci0, [T_PAD * C])
+                cp0 = _slots(cpair_ptr, coff, tv)
+            cp = tl.reshape(cp0, [T_PAD * C])
             # bit 24 of a tile's count: its slots past the rows' maxima came from the atomic
             # counter, in no id order
             unordered = tl.max(cnt_t & 16777216, 0) != 0
@@ -1459,8 +1489,8 @@ def _finish_kernel(logits_ptr, row_stride, V, K, K1, T, temp_ptr,
             lim = tl.max(tl.where(cnt_t > C, tm, tb), 0)
             cmask = tl.reshape(tv[:, None] & (cs[None, :] < tl.minimum(cnt_t, C)[:, None]),
                                [T_PAD * C])
-            cv = tl.where(cmask, cv, float("-inf"))
-            ci = tl.where(cmask, ci, 0)
+            cp = tl.where(cmask, cp, NO_PAIR)
+            cv = _pair_value(cp)
             valid = cmask & (cv > lim)
             n_c = tl.sum(valid.to(tl.int32), 0)
             _stamp(st, 3, n_c, STAMP)
@@ -1485,9 +1515,7 @@ def _finish_kernel(logits_ptr, row_stride, V, K, K1, T, temp_ptr,
             slot = tl.cumsum(valid.to(tl.int32), 0) - 1  # (through a per-row scratch)
             _stamp(st, 9, slot, STAMP)
             rr = tl.arange(0, CMAX)
-            pair = (ci.to(tl.int64) << 32) | (cv.to(tl.int32, bitcast=True).to(tl.int64)
-                                              & 0xFFFFFFFF)
-            _scatter64(sv_ptr + n.to(tl.int64) * CMAX + slot, pair, valid & (slot < CMAX))
+            _scatter64(sv_ptr + n.to(tl.int64) * CMAX + slot, cp, valid & (slot < CMAX))
             tl.debug_barrier()
             live = rr < n_c
             pair = tl.load(sv_ptr + n.to(tl.int64) * CMAX + rr, mask=live,
