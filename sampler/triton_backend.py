@@ -170,13 +170,14 @@ def tile_scan(vocab: int) -> int:
     (spills); the function (runs 77, 78, 82) at V = 262144 (tiles of 2048) B = 64 verify
     152 -> 149, B = 256 550 -> 538, but at V = 128256 (tiles of 1024) against the counter
     B = 1 18 -> 19 / 23 -> 24, B = 256 72 -> 74 / 307 -> 306, and at V = 32000 it loses to
-    inline (verify B = 64 45 -> 51). So 1 up to TILE_SCAN_MAX_V (the bound of `patch_mode`'s
-    layout too), 2 with tiles of 2048, 0 between. SONICSPEC_TILE_SCAN=0 / 1 / 2 forces."""
+    inline (verify B = 64 45 -> 51). Since `_scan_store` reprocesses its tile by 32-token rows
+    (run 138) and the slots are int64 pairs, it beats the counter at V = 128256 too (run 139,
+    graph replays, two repeats: sample B = 1 -4.5%, B = 256 72 -> 70 us, verify B = 64
+    88 -> 85, B = 256 296 -> 288). So 1 up to TILE_SCAN_MAX_V (the bound of `patch_mode`'s
+    layout too), 2 above; 0 is kept for measurement. SONICSPEC_TILE_SCAN=0 / 1 / 2 forces."""
     if TILE_SCAN:
         return int(TILE_SCAN)
-    if vocab <= TILE_SCAN_MAX_V:
-        return 1
-    return 2 if block_v(vocab) == 2048 else 0
+    return 1 if vocab <= TILE_SCAN_MAX_V else 2
 
 
 def tile_warps(block: int) -> int:
