@@ -838,18 +838,18 @@ def _tile_kernel(logits_ptr, row_stride, V, K1, temp_ptr, flags_ptr,
 
     Candidates without selection passes over the tokens: every token above the row's
     threshold `thr` (set before the read by `_thr_part` from a sample of the row, so that
-    some 100-300 tokens of the row lie above it: one or two a tile) is one. The rows' maxima
-    above thr take the first slots by a prefix count over the rows; the rare other tokens
-    above it (two in one row) take the next slots from an atomic counter on the GPU (in no
-    fixed order: the row stage orders all by id). The tile's count is the number above
-    thr, so the row stage sees an overflow (more than C) and then trusts only the tile max.
-    (Earlier versions took a threshold per tile from its row maxima: a histogram per
-    program, and the row bound, the max over the tiles' bounds, needed ~8 rows a tile:
-    bench/NOTES-sampler.md, runs 7-10.) With SCAN (`triton_backend.tile_scan`), a tile with
-    two in a row instead stores all its tokens above thr by their rank in the tile (the rows'
-    counts' prefix and a scan along the lanes), in id order: no returning atomic here and no
-    id sort in the row stage; SCAN 2 does it in a function that is not inlined
-    (`_scan_store`)."""
+    some 100-300 tokens of the row lie above it: one or two a tile) is one. When no 32-token
+    row of the tile holds two of them (the common case), the rows' maxima above thr take
+    the slots by a prefix count over the rows. A tile with two in a row (`triton_backend.
+    tile_scan`: SCAN 1 and 2) stores all its tokens above thr by their rank in the tile
+    (the rows' counts' prefix and a scan along the lanes), in id order, so the row stage
+    needs no id sort; SCAN 2 does it in a function that is not inlined (`_scan_store`).
+    SCAN 0 (measurement only) gives the other tokens of such rows the next slots from an
+    atomic counter, in no order (the row stage then sorts by id). The tile's count is the
+    number above thr, so the row stage sees an overflow (more than C) and then trusts only
+    the tile max. (Earlier versions took a threshold per tile from its row maxima: a
+    histogram per program, and the row bound, the max over the tiles' bounds, needed ~8
+    rows a tile: bench/NOTES-sampler.md, runs 7-10.)"""
     # After the pre kernel (launched when HAS_PATCH or HAS_CAND), which lets this grid
     # launch only once the logits' writer has finished (`_after_prior`), the tile and the
     # settings (inputs of the whole sequence) are read before the wait for the pre kernel's
@@ -951,9 +951,10 @@ def _tile_kernel(logits_ptr, row_stride, V, K1, temp_ptr, flags_ptr,
         if filt:
             if m > thr:
                 # Slots: the maxima of the rows above thr take the first ones by a prefix
-                # count over the rows (no per-token work); a row's other tokens above thr
-                # (rare: two in one row) take the next ones from an atomic counter. The
-                # counts of tokens and of rows above thr: one reduction, packed.
+                # count over the rows (no per-token work); a tile with two in one row (rare)
+                # stores by rank instead (SCAN), or its rows' other tokens take the next
+                # slots from an atomic counter (SCAN 0). The counts of tokens and of rows
+                # above thr: one reduction, packed.
                 if ARG_GREEDY and PACK_LANE and (SCAN == 2):
                     # (a filtered row is not greedy: no argmax above) one sum along the lanes
                     # for a row's count above thr and, where it is one, the lane of that token,
