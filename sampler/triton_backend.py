@@ -313,8 +313,7 @@ def _run(logits: torch.Tensor, drafts: torch.Tensor, batch: SamplingBatch,
     else:
         tcnt = targ
         tbnd = tmax
-        cpair = tsum
-        sv = sv2 = torch.empty(1, dtype=torch.int64, device=dev)
+        cpair = sv = sv2 = torch.empty(1, dtype=torch.int64, device=dev)  # (unread)
     tk._tile_kernel[(bsz, k1, tiles)](logits, logits.stride(1), vocab, k1, head.temperature,
                                       head.row_flags, gmask, g_sb, g_sj, bits, pval, words,
                                       thr, tmax, tsum, targ, tcnt, tbnd, cpair,
