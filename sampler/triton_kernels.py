@@ -258,6 +258,12 @@ def _pair_value(p):
 
 
 @triton.jit
+def _pair_id(p):
+    """The id of candidate slots p (`_pair`)."""
+    return (p >> 32).to(tl.int32)
+
+
+@triton.jit
 def _add2(a0, a1, b0, b1):
     return a0 + b0, a1 + b1
 
@@ -770,6 +776,20 @@ def _tile_div(x, temp):
 
 
 @triton.jit
+def _tile_load(logits_ptr, row_stride, n, t, offs, V, BLOCK_V: tl.constexpr,
+               EVICT: tl.constexpr):
+    """Tile t of row n's logits at ids offs as float32, -inf past V (every tile but a row's
+    last loads without masks or fill), with eviction policy EVICT."""
+    x_ptr = logits_ptr + n.to(tl.int64) * row_stride + offs
+    if (t + 1) * BLOCK_V <= V:
+        x = tl.load(x_ptr, eviction_policy=EVICT).to(tl.float32)
+    else:
+        x = tl.load(x_ptr, mask=offs < V, other=float("-inf"), eviction_policy=EVICT)
+        x = x.to(tl.float32)
+    return x
+
+
+@triton.jit
 def _tile_values(x, n, b, j, K1, word, lane, offs, V, flags, has_g, bits_ptr, pval_ptr, W,
                  gmask_ptr, g_sb, g_sj, HAS_PATCH: tl.constexpr, HAS_GRAMMAR: tl.constexpr):
     """The tile's logits x ([BLOCK_V / 32, 32]: rows `word`, lanes `lane`, ids `offs`) with
@@ -807,11 +827,7 @@ def _scan_store(logits_ptr, row_stride, V, n, b, j, K1, t, temp, gmask_ptr, g_sb
     word = t * NW + tl.arange(0, NW)
     lane = tl.arange(0, 32)
     offs = word[:, None] * 32 + lane[None, :]
-    x_ptr = logits_ptr + n.to(tl.int64) * row_stride + offs
-    if (t + 1) * BLOCK_V <= V:
-        x = tl.load(x_ptr).to(tl.float32)
-    else:
-        x = tl.load(x_ptr, mask=offs < V, other=float("-inf")).to(tl.float32)
+    x = _tile_load(logits_ptr, row_stride, n, t, offs, V, BLOCK_V, "")
     x = _tile_values(x, n, b, j, K1, word, lane, offs, V, flags, has_g, bits_ptr, pval_ptr, W,
                      gmask_ptr, g_sb, g_sj, HAS_PATCH, HAS_GRAMMAR)
     x = _tile_div(x, temp)  # (LAZY_TEMP never holds here)
@@ -875,12 +891,7 @@ def _tile_kernel(logits_ptr, row_stride, V, K1, temp_ptr, flags_ptr,
     word = t * NW + row
     lane = tl.arange(0, 32)
     offs = word[:, None] * 32 + lane[None, :]
-    x_ptr = logits_ptr + n.to(tl.int64) * row_stride + offs
-    if (t + 1) * BLOCK_V <= V:  # every tile but a row's last: no masks, no fill
-        x = tl.load(x_ptr, eviction_policy=X_EVICT).to(tl.float32)
-    else:
-        x = tl.load(x_ptr, mask=offs < V, other=float("-inf"),
-                    eviction_policy=X_EVICT).to(tl.float32)
+    x = _tile_load(logits_ptr, row_stride, n, t, offs, V, BLOCK_V, X_EVICT)
     if HAS_PATCH or HAS_CAND:
         _after_prior()
     filt = False
@@ -1525,10 +1536,8 @@ def _finish_kernel(logits_ptr, row_stride, V, K, K1, T, temp_ptr,
             if unordered:
                 pair = tl.sort(pair, 0)
             _stamp(st, 5, pair, STAMP)
-            ids = (pair >> 32).to(tl.int32)
-            v = tl.where(live, (pair & 0xFFFFFFFF).to(tl.int32).to(tl.float32, bitcast=True),
-                         float("-inf"))
-            ids = tl.where(live, ids, 0)
+            v = tl.where(live, _pair_value(pair), float("-inf"))
+            ids = tl.where(live, _pair_id(pair), 0)
             ok, tok_s, acc, tok_r = _resolve(
                 v, ids, live, n_c, lim, m0, s_all, k, top_p, min_p, u_s, u_a, u_r, xd, inside,
                 has_d, q_x, acc, tok_s, tok_r, q_ptr, qid_ptr, Q, b, j, K, CMAX, VERIFY, Q_MODE,
@@ -1599,18 +1608,15 @@ def _finish_kernel(logits_ptr, row_stride, V, K, K1, T, temp_ptr,
                                    HAS_GRAMMAR, HAS_PATCH)
                     sel = (x > float("-inf")) & (_gap_bin(m0 - x, 64) <= lvl)
                     slot2 = got + tl.cumsum(sel.to(tl.int32), 0) - 1
-                    pair = (offs.to(tl.int64) << 32) | (x.to(tl.int32, bitcast=True).to(tl.int64)
-                                                        & 0xFFFFFFFF)
-                    tl.store(base2 + slot2, pair, mask=sel & (slot2 < CMAX2))
+                    tl.store(base2 + slot2, _pair(x, offs), mask=sel & (slot2 < CMAX2))
                     got += tl.sum(sel.to(tl.int32), 0)
                     bound = tl.maximum(bound, tl.max(tl.where(sel, float("-inf"), x), 0))
                 tl.debug_barrier()
                 r2 = tl.arange(0, CMAX2)
                 live2 = r2 < got
                 pair = tl.load(base2 + r2, mask=live2, other=0)
-                ids2 = tl.where(live2, (pair >> 32).to(tl.int32), 0)
-                v2 = tl.where(live2, (pair & 0xFFFFFFFF).to(tl.int32).to(tl.float32, bitcast=True),
-                              float("-inf"))
+                ids2 = tl.where(live2, _pair_id(pair), 0)
+                v2 = tl.where(live2, _pair_value(pair), float("-inf"))
                 ok2, ts2, acc2, tr2 = _resolve(
                     v2, ids2, live2, got, bound, m0, s_all, k, top_p, min_p, u_s, u_a, u_r, xd,
                     inside, has_d, q_x, acc, tok_s, tok_r, q_ptr, qid_ptr, Q, b, j, K, CMAX2,
