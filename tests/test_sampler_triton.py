@@ -34,9 +34,9 @@ GROUPS = {"v111": 111, "v1000": 1000, "v1000-cmax16": 1000, "v1000-cmax16-knobs-
 KNOBS_OFF = {"SONICSPEC_LEVEL_RAISE": "0", "SONICSPEC_PICK_FUSED": "0",
              "SONICSPEC_SUM_AT_MAX": "0", "SONICSPEC_ARG_GREEDY": "0", "SONICSPEC_PVAL_T": "0",
              "SONICSPEC_TILE_SCAN": "0", "SONICSPEC_FINISH_EARLY": "0"}
-# the tile's ranked stores out of line (SCAN 2, the default above V = 65536) in the CMAX = 16
-# group, whose many filtered rows take them often
-CMAX16 = {"SONICSPEC_TILE_SCAN": "2"}
+# the tile's rare stores as above V = 65536 (SCAN 3: the lanes' sums, else out of line) in
+# the CMAX = 16 group, whose many filtered rows take them often
+CMAX16 = {"SONICSPEC_TILE_SCAN": "3"}
 
 
 def params_for(vocab: int) -> list:
@@ -101,6 +101,7 @@ def run_group(vocab: int) -> dict[str, list]:
         results["patch-long-lists"] = _patch_long(vocab)
         results["sample-grammar-edge"] = _grammar_edge(vocab)
         results["sample-tile-overflow"] = _tile_overflow(vocab)
+        results["sample-tile-pairs"] = _tile_pairs(vocab)
         results["thresholds"] = _thresholds()
     k = 3 if vocab < 200 else 2
     logits = torch.randn(8, k + 1, vocab, generator=g) * 2
@@ -321,6 +322,41 @@ def _tile_overflow(vocab: int) -> list:
                                         seeds=list(range(rows)))
     out = tri._run(logits[:, None], torch.empty(rows, 0, dtype=torch.int64), batch, None, None)
     return _diff(ref.sample(logits, batch).tokens, out.tokens[:, 0])
+
+
+def _tile_pairs(vocab: int) -> list:
+    """Tokens above the threshold two to a 32-token row (SCAN 3 stores them from the lanes'
+    packed sums, `_pair_rows`), one to a row, and three in one row of another tile (SCAN 3
+    falls back to `_scan_store` there), above a flat background that the threshold does not
+    clear; with a penalty, a bias and a grammar on the paired tokens and a temperature, so
+    the gathered values go through every step. The filtered rows resolve from the tile
+    candidates (path 1) and equal torch in every SCAN."""
+    import torch
+
+    from sampler import SamplingBatch, SamplingParams
+    from sampler import torch_backend as ref
+    from sampler import triton_backend as tri
+
+    g = torch.Generator().manual_seed(17)
+    pairs = [(32 + 3, 32 + 30), (160 + 7, 160 + 8), (832 + 0, 832 + 31), (960 + 5, 960 + 20)]
+    singles = [100, 300, 520, 700]
+    three = [(384 + 1, 384 + 9, 384 + 17)]
+    hot = [i for p in pairs + three for i in p] + singles
+    params = [SamplingParams(temperature=0.7, top_k=6, repetition_penalty=1.5),
+              SamplingParams(top_p=0.9, presence_penalty=0.7, logit_bias={62: 1.5}),
+              SamplingParams(temperature=1.3, top_p=0.8, min_p=0.02),
+              SamplingParams(temperature=0.9, top_k=12, top_p=0.95)]
+    rows = 2 * len(params)
+    logits = torch.full((rows, vocab), -20.0)
+    logits[:, hot] = 1.0 + torch.randn(rows, len(hot), generator=g)
+    mask = torch.full((rows, 1, (vocab + 31) // 32), -1, dtype=torch.int32)
+    mask[:, :, 20] = 0  # (a background word off: the rows read their grammar words)
+    history = [[35, 167, 965]] * rows
+    batch = SamplingBatch.from_requests(params * 2, [[]] * rows, history, vocab,
+                                        grammar_bitmask=mask, seeds=list(range(rows)))
+    out = tri._run(logits[:, None], torch.empty(rows, 0, dtype=torch.int64), batch, None, None)
+    paths = [] if bool((out.path == 1).all()) else [f"paths {out.path.tolist()} (want all 1)"]
+    return _diff(ref.sample(logits, batch).tokens, out.tokens[:, 0]) + paths
 
 
 def _thresholds() -> list:
