@@ -1036,23 +1036,24 @@ def _tile_kernel(logits_ptr, row_stride, V, K1, temp_ptr, flags_ptr,
                         # a row with two: every selected token by its rank in the tile (the
                         # rows' counts' prefix plus a scan along the lanes), in id order, so
                         # the row stage needs no id sort
-                        pairs = False
-                        r2mask = tl.full((), 0, tl.int64)
-                        if SCAN == 3:  # two at most in every row: by the lanes' sums
+                        pairs = tl.full((), 0, tl.int1)
+                        if (SCAN == 3) and ARG_GREEDY:  # at most two in every row: lane sums
                             r2mask = tl.sum(tl.where(crow >= 2, tl.full([NW], 1, tl.int64)
                                                      << row.to(tl.int64), 0), 0)
                             pairs = n_sel == n_top + _popc64(r2mask)
-                        if pairs:
-                            _pair_rows(logits_ptr, row_stride, V, n, b, j, K1, temp,
-                                       gmask_ptr, g_sb, g_sj, has_g, bits_ptr, pval_ptr, W,
-                                       o, n_sel, cpair_ptr, tcnt_ptr, C, row, word, crow,
-                                       pk, rmax, rid, rmask, r2mask, HAS_GRAMMAR, HAS_PATCH)
-                        elif SCAN >= 2:
-                            _scan_store(logits_ptr, row_stride, V, n, b, j, K1, t, temp,
-                                        gmask_ptr, g_sb, g_sj, has_g, flags, bits_ptr,
-                                        pval_ptr, W, thr, o, n_sel, cpair_ptr,
-                                        tcnt_ptr, C, BLOCK_V,
-                                        HAS_GRAMMAR, HAS_PATCH)
+                            if pairs:
+                                _pair_rows(logits_ptr, row_stride, V, n, b, j, K1, temp,
+                                           gmask_ptr, g_sb, g_sj, has_g, bits_ptr, pval_ptr,
+                                           W, o, n_sel, cpair_ptr, tcnt_ptr, C, row, word,
+                                           crow, pk, rmax, rid, rmask, r2mask, HAS_GRAMMAR,
+                                           HAS_PATCH)
+                        if SCAN >= 2:  # noqa: SIM102 - a constexpr branch around a runtime one
+                            if not pairs:
+                                _scan_store(logits_ptr, row_stride, V, n, b, j, K1, t, temp,
+                                            gmask_ptr, g_sb, g_sj, has_g, flags, bits_ptr,
+                                            pval_ptr, W, thr, o, n_sel, cpair_ptr,
+                                            tcnt_ptr, C, BLOCK_V,
+                                            HAS_GRAMMAR, HAS_PATCH)
                         else:
                             _rank_store(x, offs, sel, crow, o, n_sel, cpair_ptr,
                                         tcnt_ptr, C)
