@@ -174,14 +174,10 @@ def tile_scan(vocab: int) -> int:
     (run 138) and the slots are int64 pairs, it beats the counter at V = 128256 too (run 139,
     graph replays, two repeats: sample B = 1 -4.5%, B = 256 72 -> 70 us, verify B = 64
     88 -> 85, B = 256 296 -> 288). So 1 up to TILE_SCAN_MAX_V (the bound of `patch_mode`'s
-    layout too), 2 above; 0 is kept for measurement. 3 (run 146) is 2 where a row holds
-    three or more, and otherwise stores the rows' tokens from their lanes' packed sums
-    (`_pair_rows`: two tokens gathered a row with two, not the whole tile reloaded): run 145
-    put the rare tiles at ~35 us of the tile kernel at verify B = 256, V = 262144, ~23 of it
-    `_scan_store`'s reload. SONICSPEC_TILE_SCAN=0 / 1 / 2 / 3 forces."""
+    layout too), 2 above; 0 is kept for measurement. SONICSPEC_TILE_SCAN=0 / 1 / 2 forces."""
     if TILE_SCAN:
         return int(TILE_SCAN)
-    return 1 if vocab <= TILE_SCAN_MAX_V else 3
+    return 1 if vocab <= TILE_SCAN_MAX_V else 2
 
 
 def tile_warps(block: int) -> int:

@@ -837,38 +837,6 @@ def _scan_store(logits_ptr, row_stride, V, n, b, j, K1, t, temp, gmask_ptr, g_sb
 
 
 @triton.jit
-def _pair_rows(logits_ptr, row_stride, V, n, b, j, K1, temp, gmask_ptr, g_sb, g_sj, has_g,
-               bits_ptr, pval_ptr, W, o, n_sel, cpair_ptr, tcnt_ptr, C: tl.constexpr, row,
-               word, crow, pk, rmax, rid, rmask, r2mask, HAS_GRAMMAR: tl.constexpr,
-               HAS_PATCH: tl.constexpr):
-    """SCAN 3's rare tile, whose 32-token rows hold at most two tokens above the threshold
-    (some two): every one stored by its rank in the tile, in id order, and the count n_sel.
-    A row's slot is the number of rows above thr before it plus the number of those with
-    two; a row with one stores its max (rmax at rid), a row with two its two tokens, whose
-    lanes l1 < l2 follow from the packed sums pk (s = l1 + l2, q = l1^2 + l2^2:
-    (l2 - l1)^2 = 2q - s^2) and whose values are gathered and processed again (two tokens a
-    row, not the tile: `_scan_store` reloads all of it)."""
-    r64 = row.to(tl.int64)
-    below = ((r64 * 0 + 1) << r64) - 1
-    slot = _popc64(rmask & below) + _popc64(r2mask & below)
-    base = cpair_ptr + o * C + slot
-    _store_pair(base, rmax, rid, (crow == 1) & (slot < C), True)
-    two = crow == 2
-    s = (pk >> 14) & 511
-    d2 = tl.where(two, 2 * (pk & 16383) - s * s, 0)
-    d = (tl.sqrt(d2.to(tl.float32)) + 0.5).to(tl.int32)  # (d2 a square below 1024)
-    id1 = tl.where(two, word * 32 + ((s - d) >> 1), V)  # (V: no load where not two)
-    id2 = tl.where(two, word * 32 + ((s + d) >> 1), V)
-    v1 = _processed(logits_ptr, n, b, j, K1, id1, V, row_stride, temp, gmask_ptr, g_sb, g_sj,
-                    has_g, bits_ptr, pval_ptr, W, HAS_GRAMMAR, HAS_PATCH)
-    v2 = _processed(logits_ptr, n, b, j, K1, id2, V, row_stride, temp, gmask_ptr, g_sb, g_sj,
-                    has_g, bits_ptr, pval_ptr, W, HAS_GRAMMAR, HAS_PATCH)
-    _store_pair(base, v1, id1, two & (slot < C), True)
-    _store_pair(base + 1, v2, id2, two & (slot + 1 < C), True)
-    tl.store(tcnt_ptr + o, n_sel)
-
-
-@triton.jit
 def _tile_kernel(logits_ptr, row_stride, V, K1, temp_ptr, flags_ptr,
                  gmask_ptr, g_sb, g_sj, bits_ptr, pval_ptr, W, thr_ptr,
                  tmax_ptr, tsum_ptr, targ_ptr, tcnt_ptr, tbnd_ptr, cpair_ptr,
@@ -1008,16 +976,6 @@ def _tile_kernel(logits_ptr, row_stride, V, K1, temp_ptr, flags_ptr,
                     crow = pk >> 16
                     rlane = pk & 65535
                     rid = word * 32 + rlane
-                elif ARG_GREEDY and (SCAN == 3):
-                    # as SCAN 2's packed sum, with the sum of the lanes' squares beside it: a
-                    # row's count (bits 23-28), lane sum (14-22) and sum of squared lanes
-                    # (0-13) above thr, which name both lanes of a row with two (`_pair_rows`)
-                    sel = x > thr
-                    pk = tl.sum(tl.where(sel, 8388608 + lane[None, :] * 16384
-                                         + lane[None, :] * lane[None, :], 0), 1)
-                    crow = pk >> 23
-                    rlane = (pk >> 14) & 511
-                    rid = word * 32 + rlane
                 else:
                     if ARG_GREEDY:  # (a filtered row is not greedy: no argmax above)
                         rlane = _row_lane(x, rmax, lane)
@@ -1036,24 +994,12 @@ def _tile_kernel(logits_ptr, row_stride, V, K1, temp_ptr, flags_ptr,
                         # a row with two: every selected token by its rank in the tile (the
                         # rows' counts' prefix plus a scan along the lanes), in id order, so
                         # the row stage needs no id sort
-                        pairs = tl.full((), 0, tl.int1)
-                        if (SCAN == 3) and ARG_GREEDY:  # at most two in every row: lane sums
-                            r2mask = tl.sum(tl.where(crow >= 2, tl.full([NW], 1, tl.int64)
-                                                     << row.to(tl.int64), 0), 0)
-                            pairs = n_sel == n_top + _popc64(r2mask)
-                            if pairs:
-                                _pair_rows(logits_ptr, row_stride, V, n, b, j, K1, temp,
-                                           gmask_ptr, g_sb, g_sj, has_g, bits_ptr, pval_ptr,
-                                           W, o, n_sel, cpair_ptr, tcnt_ptr, C, row, word,
-                                           crow, pk, rmax, rid, rmask, r2mask, HAS_GRAMMAR,
-                                           HAS_PATCH)
-                        if SCAN >= 2:  # noqa: SIM102 - a constexpr branch around a runtime one
-                            if not pairs:
-                                _scan_store(logits_ptr, row_stride, V, n, b, j, K1, t, temp,
-                                            gmask_ptr, g_sb, g_sj, has_g, flags, bits_ptr,
-                                            pval_ptr, W, thr, o, n_sel, cpair_ptr,
-                                            tcnt_ptr, C, BLOCK_V,
-                                            HAS_GRAMMAR, HAS_PATCH)
+                        if SCAN == 2:
+                            _scan_store(logits_ptr, row_stride, V, n, b, j, K1, t, temp,
+                                        gmask_ptr, g_sb, g_sj, has_g, flags, bits_ptr,
+                                        pval_ptr, W, thr, o, n_sel, cpair_ptr,
+                                        tcnt_ptr, C, BLOCK_V,
+                                        HAS_GRAMMAR, HAS_PATCH)
                         else:
                             _rank_store(x, offs, sel, crow, o, n_sel, cpair_ptr,
                                         tcnt_ptr, C)

@@ -34,9 +34,9 @@ GROUPS = {"v111": 111, "v1000": 1000, "v1000-cmax16": 1000, "v1000-cmax16-knobs-
 KNOBS_OFF = {"SONICSPEC_LEVEL_RAISE": "0", "SONICSPEC_PICK_FUSED": "0",
              "SONICSPEC_SUM_AT_MAX": "0", "SONICSPEC_ARG_GREEDY": "0", "SONICSPEC_PVAL_T": "0",
              "SONICSPEC_TILE_SCAN": "0", "SONICSPEC_FINISH_EARLY": "0"}
-# the tile's rare stores as above V = 65536 (SCAN 3: the lanes' sums, else out of line) in
-# the CMAX = 16 group, whose many filtered rows take them often
-CMAX16 = {"SONICSPEC_TILE_SCAN": "3"}
+# the tile's ranked stores out of line (SCAN 2, the default above V = 65536) in the CMAX = 16
+# group, whose many filtered rows take them often
+CMAX16 = {"SONICSPEC_TILE_SCAN": "2"}
 
 
 def params_for(vocab: int) -> list:
@@ -325,12 +325,12 @@ def _tile_overflow(vocab: int) -> list:
 
 
 def _tile_pairs(vocab: int) -> list:
-    """Tokens above the threshold two to a 32-token row (SCAN 3 stores them from the lanes'
-    packed sums, `_pair_rows`), one to a row, and three in one row of another tile (SCAN 3
-    falls back to `_scan_store` there), above a flat background that the threshold does not
-    clear; with a penalty, a bias and a grammar on the paired tokens and a temperature, so
-    the gathered values go through every step. The filtered rows resolve from the tile
-    candidates (path 1) and equal torch in every SCAN."""
+    """Tokens above the threshold two to a 32-token row (the tiles' rare path: SCAN 1's inline
+    ranks, SCAN 2's `_scan_store`, SCAN 0's counter), one to a row, and three in one row of
+    another tile, above a flat background that the threshold does not clear; with a
+    penalty, a bias and a grammar on the paired tokens and a temperature, so the rare
+    path's values go through every step. The filtered rows resolve from the tile candidates
+    (path 1) and equal torch. (It also covers `experiments/scan3-pair-rows.diff`.)"""
     import torch
 
     from sampler import SamplingBatch, SamplingParams
