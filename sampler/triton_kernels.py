@@ -264,6 +264,12 @@ def _pair_id(p):
 
 
 @triton.jit
+def _pair_unpack(p, live):
+    """The values and ids of candidate slots p where live; -inf and 0 elsewhere."""
+    return tl.where(live, _pair_value(p), float("-inf")), tl.where(live, _pair_id(p), 0)
+
+
+@triton.jit
 def _add2(a0, a1, b0, b1):
     return a0 + b0, a1 + b1
 
@@ -1536,8 +1542,7 @@ def _finish_kernel(logits_ptr, row_stride, V, K, K1, T, temp_ptr,
             if unordered:
                 pair = tl.sort(pair, 0)
             _stamp(st, 5, pair, STAMP)
-            v = tl.where(live, _pair_value(pair), float("-inf"))
-            ids = tl.where(live, _pair_id(pair), 0)
+            v, ids = _pair_unpack(pair, live)
             ok, tok_s, acc, tok_r = _resolve(
                 v, ids, live, n_c, lim, m0, s_all, k, top_p, min_p, u_s, u_a, u_r, xd, inside,
                 has_d, q_x, acc, tok_s, tok_r, q_ptr, qid_ptr, Q, b, j, K, CMAX, VERIFY, Q_MODE,
@@ -1615,8 +1620,7 @@ def _finish_kernel(logits_ptr, row_stride, V, K, K1, T, temp_ptr,
                 r2 = tl.arange(0, CMAX2)
                 live2 = r2 < got
                 pair = tl.load(base2 + r2, mask=live2, other=0)
-                ids2 = tl.where(live2, _pair_id(pair), 0)
-                v2 = tl.where(live2, _pair_value(pair), float("-inf"))
+                v2, ids2 = _pair_unpack(pair, live2)
                 ok2, ts2, acc2, tr2 = _resolve(
                     v2, ids2, live2, got, bound, m0, s_all, k, top_p, min_p, u_s, u_a, u_r, xd,
                     inside, has_d, q_x, acc, tok_s, tok_r, q_ptr, qid_ptr, Q, b, j, K, CMAX2,

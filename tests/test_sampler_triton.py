@@ -248,6 +248,22 @@ def _check_patch(vocab, params, prompts, outputs, drafts, num_draft) -> list:
     return out
 
 
+def _triton_sample(logits, batch):
+    """The triton backend's `_run` for `sample` (one position, no drafts): its tokens and
+    the path each row resolved by."""
+    import torch
+
+    from sampler import triton_backend as tri
+
+    rows = logits.shape[0]
+    return tri._run(logits[:, None], torch.empty(rows, 0, dtype=torch.int64), batch, None, None)
+
+
+def _paths_all_1(out) -> list:
+    """[] when every row resolved from the tile candidates (path 1), else the paths."""
+    return [] if bool((out.path == 1).all()) else [f"paths {out.path.tolist()} (want all 1)"]
+
+
 def _grammar_edge(vocab: int) -> list:
     """A grammar whose allowed ids start inside a tile (ids >= 448: two live rows of 32 in
     the tile 256..511) that holds the row max: the filtered rows still resolve from the tile
@@ -256,7 +272,6 @@ def _grammar_edge(vocab: int) -> list:
 
     from sampler import SamplingBatch, SamplingParams
     from sampler import torch_backend as ref
-    from sampler import triton_backend as tri
 
     g = torch.Generator().manual_seed(5)
     params = [SamplingParams(temperature=0.8, top_k=2), SamplingParams(temperature=0.7, top_p=0.8),
@@ -268,9 +283,8 @@ def _grammar_edge(vocab: int) -> list:
     mask[:, :, :14] = 0
     batch = SamplingBatch.from_requests(params * 2, [[]] * rows, [[]] * rows, vocab,
                                         grammar_bitmask=mask, seeds=list(range(rows)))
-    out = tri._run(logits[:, None], torch.empty(rows, 0, dtype=torch.int64), batch, None, None)
-    paths = [] if bool((out.path == 1).all()) else [f"paths {out.path.tolist()} (want all 1)"]
-    return _diff(ref.sample(logits, batch).tokens, out.tokens[:, 0]) + paths
+    out = _triton_sample(logits, batch)
+    return _diff(ref.sample(logits, batch).tokens, out.tokens[:, 0]) + _paths_all_1(out)
 
 
 def _minp_fallback(vocab: int) -> list:
@@ -284,7 +298,6 @@ def _minp_fallback(vocab: int) -> list:
 
     from sampler import SamplingBatch, SamplingParams
     from sampler import torch_backend as ref
-    from sampler import triton_backend as tri
 
     g = torch.Generator().manual_seed(13)
     rows = 8
@@ -295,7 +308,7 @@ def _minp_fallback(vocab: int) -> list:
                              temperature=0.9) for r in range(rows)]
     batch = SamplingBatch.from_requests(params, [[5, 9]] * rows, [[]] * rows, vocab,
                                         seeds=list(range(rows)))
-    out = tri._run(logits[:, None], torch.empty(rows, 0, dtype=torch.int64), batch, None, None)
+    out = _triton_sample(logits, batch)
     path = out.path.view(-1)
     want = torch.tensor([1 if r % 2 else 3 for r in range(rows)], dtype=path.dtype)
     paths = [] if bool(((path == 1) == (want == 1)).all()) else [f"paths {path.tolist()}"]
@@ -310,7 +323,6 @@ def _tile_overflow(vocab: int) -> list:
 
     from sampler import SamplingBatch, SamplingParams
     from sampler import torch_backend as ref
-    from sampler import triton_backend as tri
 
     g = torch.Generator().manual_seed(11)
     params = [SamplingParams(top_p=0.9), SamplingParams(temperature=0.8, top_k=20),
@@ -320,7 +332,7 @@ def _tile_overflow(vocab: int) -> list:
     logits[:, 256:320] = 6 + torch.randn(rows, 64, generator=g) * 0.3
     batch = SamplingBatch.from_requests(params * 2, [[]] * rows, [[]] * rows, vocab,
                                         seeds=list(range(rows)))
-    out = tri._run(logits[:, None], torch.empty(rows, 0, dtype=torch.int64), batch, None, None)
+    out = _triton_sample(logits, batch)
     return _diff(ref.sample(logits, batch).tokens, out.tokens[:, 0])
 
 
@@ -335,7 +347,6 @@ def _tile_pairs(vocab: int) -> list:
 
     from sampler import SamplingBatch, SamplingParams
     from sampler import torch_backend as ref
-    from sampler import triton_backend as tri
 
     g = torch.Generator().manual_seed(17)
     pairs = [(32 + 3, 32 + 30), (160 + 7, 160 + 8), (832 + 0, 832 + 31), (960 + 5, 960 + 20)]
@@ -354,9 +365,8 @@ def _tile_pairs(vocab: int) -> list:
     history = [[35, 167, 965]] * rows
     batch = SamplingBatch.from_requests(params * 2, [[]] * rows, history, vocab,
                                         grammar_bitmask=mask, seeds=list(range(rows)))
-    out = tri._run(logits[:, None], torch.empty(rows, 0, dtype=torch.int64), batch, None, None)
-    paths = [] if bool((out.path == 1).all()) else [f"paths {out.path.tolist()} (want all 1)"]
-    return _diff(ref.sample(logits, batch).tokens, out.tokens[:, 0]) + paths
+    out = _triton_sample(logits, batch)
+    return _diff(ref.sample(logits, batch).tokens, out.tokens[:, 0]) + _paths_all_1(out)
 
 
 def _thresholds() -> list:
