@@ -144,9 +144,18 @@ class SamplingBatch:
         """The first `rows` rows as views (no copy; safe inside a CUDA graph)."""
         if rows > self.temperature.shape[0]:
             raise ValueError(f"{rows} rows exceed the batch capacity {self.temperature.shape[0]}")
-        picked = {name: getattr(self, name)[:rows] for name in _ROW_FIELDS}
-        mask = None if self.grammar_bitmask is None else self.grammar_bitmask[:rows]
-        return dataclasses.replace(self, num_rows=rows, grammar_bitmask=mask, **picked)
+        return self.rows(0, rows)
+
+    def rows(self, start: int, stop: int) -> SamplingBatch:
+        """Rows [start, stop) as views (no copy; safe inside a CUDA graph). The batch-wide
+        flags (`any_penalty`, `max_top_k`, ...) stay the whole batch's, so a slice runs the
+        same kernel variants as the batch it came from."""
+        if not 0 <= start <= stop <= self.temperature.shape[0]:
+            raise ValueError(f"rows [{start}, {stop}) outside the batch capacity "
+                             f"{self.temperature.shape[0]}")
+        picked = {name: getattr(self, name)[start:stop] for name in _ROW_FIELDS}
+        mask = None if self.grammar_bitmask is None else self.grammar_bitmask[start:stop]
+        return dataclasses.replace(self, num_rows=stop - start, grammar_bitmask=mask, **picked)
 
     def select(self, index: torch.Tensor, positions: torch.Tensor | None = None) -> SamplingBatch:
         """A batch whose row i is this batch's row index[i] (positions optionally replaced).

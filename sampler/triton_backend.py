@@ -268,86 +268,220 @@ def _run(logits: torch.Tensor, drafts: torch.Tensor, batch: SamplingBatch,
     # No default num_draft tensor (a fill kernel per call): the kernels use K without one.
     n_draft = (drafts if num_draft is None
                else num_draft.to(device=dev, dtype=torch.int64).contiguous())
-    has_nd = num_draft is not None
     head = batch.head(bsz)
-    n = bsz * k1
-    bv = block_v(vocab)
-    tiles = -(-vocab // bv)
-    t_pad = tk.next_pow2(tiles)
-    words = (vocab + 31) // 32
-    f32: dict[str, Any] = dict(dtype=torch.float32, device=dev)
     gm = head.grammar_bitmask
-    has_grammar = gm is not None
-    if gm is not None:
-        if gm.shape[1] < k1:
-            raise ValueError(f"batch has bitmasks for {gm.shape[1]} positions, verify needs "
-                             f"K+1 = {k1} (build it with num_positions={k1})")
-        gmask, g_sb, g_sj = gm, gm.stride(0), gm.stride(1)
-    else:
-        gmask, g_sb, g_sj = head.has_grammar, 0, 0
-    has_patch = patch_mode(vocab, k1) if head.any_penalty or head.any_bias else 0
-    has_filter = head.max_top_k > 0 or head.any_top_p or head.any_min_p
-    # No memset: the patch programs zero their requests' bits, a tile zeroes its slot counter
-    # when it needs it, and the threshold tickets live in a buffer that outlives the call.
-    bits = torch.empty(bsz * words if has_patch else 1, dtype=torch.int32, device=dev)
-    thr = torch.empty(n if has_filter else 1, **f32)
+    if gm is not None and gm.shape[1] < k1:
+        raise ValueError(f"batch has bitmasks for {gm.shape[1]} positions, verify needs "
+                         f"K+1 = {k1} (build it with num_positions={k1})")
     # (the draft law's conversions before the first launch: a call whose draft law fails
     # them launches nothing)
     q_mode, q, qid, q_len = _draft_probs(draft_probs, drafts, dev)
-    # (the pre kernel's scratch lives for the whole call, like every buffer of the
-    # sequence: the later kernels start before it ends; `tk._after_prior`)
-    gmax = torch.empty(n, 64, **f32) if has_filter else None
-    pval = _pre(logits, drafts, n_draft if has_nd else None, head, bits, has_patch, None,
-                thr if has_filter else None, gmax)
-    common = dict(HAS_GRAMMAR=has_grammar, HAS_PATCH=has_patch)
-    tmax = torch.empty(n, t_pad, **f32)
-    tsum = torch.empty(n, t_pad, **f32)
-    targ = torch.empty(n, t_pad, dtype=torch.int32, device=dev)
-    c = slots(tiles)
-    if has_filter:
-        tcnt = torch.empty(n, t_pad, dtype=torch.int32, device=dev)
-        tbnd = torch.empty(n, t_pad, **f32)
-        cpair = torch.empty(n, t_pad, c, dtype=torch.int64, device=dev)  # (`triton_kernels._pair`)
-        sv = torch.empty(n, CMAX, dtype=torch.int64, device=dev)
-        sv2 = torch.empty(n, CMAX2, dtype=torch.int64, device=dev)
+    call = _Call(logits, drafts, n_draft, num_draft is not None, head, q_mode, q, qid, q_len)
+    bounds = [(0, bsz)] if FINISH_STAMP else chunk_bounds(bsz, k1, vocab)
+    # every chunk's buffers before the first launch, on this stream (`_Chunk`)
+    chunks = [_Chunk(call, lo, hi) for lo, hi in bounds]
+    if len(chunks) > 1 and dev.type == "cuda":
+        _launch_on_streams(chunks, dev)
     else:
-        tcnt = targ
-        tbnd = tmax
-        cpair = sv = sv2 = torch.empty(1, dtype=torch.int64, device=dev)  # (unread)
-    tk._tile_kernel[(bsz, k1, tiles)](logits, logits.stride(1), vocab, k1, head.temperature,
-                                      head.row_flags, gmask, g_sb, g_sj, bits, pval, words,
-                                      thr, tmax, tsum, targ, tcnt, tbnd, cpair,
-                                      T_PAD=t_pad, C=c, BLOCK_V=bv, HAS_CAND=has_filter,
-                                      SCAN=tile_scan(vocab),
-                                      **common, **kernel_options("_tile_kernel", block=bv))
-    i32: dict[str, Any] = dict(dtype=torch.int32, device=dev)
-    path = torch.empty(n, **i32)
-    verifying = k > 0
-    if verifying:
-        acc, toks, tokr = (torch.empty(n, **i32) for _ in range(3))
-        out = torch.empty(bsz, k1, dtype=torch.int64, device=dev)
-    else:
-        acc = toks = tokr = path
-        out = torch.empty(bsz, dtype=torch.int64, device=dev)
-    tk._finish_kernel[(n,)](logits, logits.stride(1), vocab, k, k1, tiles, head.temperature,
-                            gmask, g_sb, g_sj, head.has_grammar, bits, pval, words,
-                            head.top_k, head.top_p, head.min_p, head.seed, head.position,
-                            drafts, n_draft, q, qid, q_len,
-                            tmax, tsum, targ, tcnt, tbnd, cpair, sv, sv2, out, acc, toks,
-                            tokr, path, T_PAD=t_pad, C=c, CMAX=CMAX, CMAX2=CMAX2, BLOCK_V=bv,
-                            HAS_FILTER=has_filter, VERIFY=verifying, Q_MODE=q_mode,
-                            BLOCK_Q=BLOCK_Q, HAS_ND=has_nd, EARLY=FINISH_EARLY, **common,
-                            **kernel_options("_finish_kernel", verifying),
-                            **({"STAMP": True} if FINISH_STAMP else {}))
-    stamps = sv2[:, CMAX2 - tk.STAMP_SLOTS.value:] if FINISH_STAMP and has_filter else None
-    if not verifying:
-        return _Raw(out[:, None], None, None, path, stamps)
-    n_acc = torch.empty(bsz, dtype=torch.int64, device=dev)
-    n_emit = torch.empty(bsz, dtype=torch.int64, device=dev)
-    tk._combine_kernel[(bsz,)](drafts, n_draft, acc, toks, tokr, out, n_acc, n_emit, k, k1,
-                               K1_PAD=tk.next_pow2(k1), HAS_ND=has_nd,
-                               **kernel_options("_combine_kernel"))
-    return _Raw(out, n_acc, n_draft if has_nd else None, path, stamps, n_emit)
+        for c in chunks:
+            c.pre()
+            c.rest()
+    stamps = chunks[0].stamps() if FINISH_STAMP else None
+    if k == 0:
+        return _Raw(call.out[:, None], None, None, call.path, stamps)
+    return _Raw(call.out, call.n_acc, n_draft if call.has_nd else None, call.path, stamps,
+                call.n_emit)
+
+
+# Chunks of requests (large batches): each chunk its own launch sequence, the pre kernels
+# one after another on a high-priority stream and each chunk's tile, finish and combine
+# kernels on a stream of their own once its pre kernel is done, so that a chunk's pre kernel
+# runs beside the tile kernels of the chunks before it instead of every tile waiting for
+# the whole batch's (bench/NOTES-sampler.md, run 120: the pre kernel is ~7% of verify at
+# B = 256, V = 262144, all of it on the critical path), and the finish of every chunk but
+# the last beside later tiles. SONICSPEC_CHUNKS: requests a chunk, e.g. "32,64" for 32 and
+# then 64 at a time; "" or "0": one chunk. CHUNK_ALIGN: chunks start at multiples of it,
+# so that every slice's pointers keep the whole batch's 16-byte alignment (the kernels'
+# specialisations, and so their compilations, stay the same).
+CHUNKS = os.environ.get("SONICSPEC_CHUNKS", "")
+CHUNK_PRIORITY = int(os.environ.get("SONICSPEC_CHUNK_PRIORITY", "-8"))  # (measurement)
+CHUNK_ALIGN = 1 if INTERPRET else 16
+
+
+def chunk_bounds(bsz: int, k1: int, vocab: int) -> list[tuple[int, int]]:
+    """Request ranges [lo, hi) of a call's chunks (`CHUNKS`), in order."""
+    spec = [int(v) for v in CHUNKS.split(",") if v.strip()]
+    if not spec or spec[0] <= 0:
+        return [(0, bsz)]
+    bounds: list[tuple[int, int]] = []
+    lo = 0
+    while lo < bsz:
+        size = spec[min(len(bounds), len(spec) - 1)]
+        size = max(CHUNK_ALIGN, size - size % CHUNK_ALIGN)
+        bounds.append((lo, min(bsz, lo + size)))
+        lo = bounds[-1][1]
+    return bounds
+
+
+_STREAMS: dict[torch.device, tuple[torch.cuda.Stream, list[torch.cuda.Stream]]] = {}
+
+
+def _launch_on_streams(chunks: list[_Chunk], dev: torch.device) -> None:
+    """The chunks' pre kernels in order on the device's high-priority stream (its pending
+    programs go first as the tile kernels' programs end), each chunk's other kernels on a
+    stream of its own after its pre kernel; the caller's stream waits for all of them.
+    Stream forks and joins only: no host sync, and capturable in a CUDA graph."""
+    if dev not in _STREAMS:
+        _STREAMS[dev] = (torch.cuda.Stream(dev, priority=CHUNK_PRIORITY), [])
+    high, lanes = _STREAMS[dev]
+    while len(lanes) < len(chunks):
+        lanes.append(torch.cuda.Stream(dev))
+    caller = torch.cuda.current_stream(dev)
+    high.wait_stream(caller)
+    for c, lane in zip(chunks, lanes):
+        with torch.cuda.stream(high):
+            c.pre()
+        lane.wait_stream(high)
+        with torch.cuda.stream(lane):
+            c.rest()
+    for lane in lanes[:len(chunks)]:
+        caller.wait_stream(lane)
+    caller.wait_stream(high)
+
+
+class _Call:
+    """A call's inputs and outputs, shared by its chunks."""
+
+    def __init__(self, logits: torch.Tensor, drafts: torch.Tensor, n_draft: torch.Tensor,
+                 has_nd: bool, head: SamplingBatch, q_mode: int, q: torch.Tensor,
+                 qid: torch.Tensor, q_len: int) -> None:
+        self.logits, self.drafts, self.n_draft, self.has_nd = logits, drafts, n_draft, has_nd
+        self.head, self.q_mode, self.q, self.qid, self.q_len = head, q_mode, q, qid, q_len
+        bsz, k1, _ = logits.shape
+        dev = logits.device
+        self.path = torch.empty(bsz * k1, dtype=torch.int32, device=dev)
+        i64: dict[str, Any] = dict(dtype=torch.int64, device=dev)
+        self.out = torch.empty((bsz, k1) if k1 > 1 else (bsz,), **i64)
+        self.n_acc = torch.empty(bsz, **i64) if k1 > 1 else None
+        self.n_emit = torch.empty(bsz, **i64) if k1 > 1 else None
+        self._tick: torch.Tensor | None = None
+
+    def tickets(self) -> torch.Tensor:
+        """The threshold tickets of every row of the call (`_tickets`), taken once."""
+        if self._tick is None:
+            self._tick = _tickets(self.logits.shape[0] * self.logits.shape[1],
+                                  self.logits.device)
+        return self._tick
+
+
+class _Chunk:
+    """Requests [lo, hi) of a call: their buffers, all allocated at construction on the
+    caller's stream (a block freed after the call goes back to that stream, whose later work
+    comes after every chunk's) and kept until the call returns (the later kernels of a
+    sequence start before the earlier ones end: `tk._after_prior`), and their two launch
+    steps, `pre` (the pre kernel) and `rest` (tile, finish and for verify combine), which
+    write the call's outputs at these requests."""
+
+    def __init__(self, call: _Call, lo: int, hi: int) -> None:
+        head = call.head.rows(lo, hi)
+        bsz, k1, vocab = hi - lo, call.logits.shape[1], call.logits.shape[2]
+        dev = call.logits.device
+        self.call, self.head, self.k1, self.vocab = call, head, k1, vocab
+        self.logits = call.logits[lo:hi]
+        self.drafts, self.n_draft = call.drafts[lo:hi], call.n_draft[lo:hi]
+        self.q = call.q[lo:hi] if call.q_mode else call.q
+        self.qid = call.qid[lo:hi]
+        n = bsz * k1
+        r0, r1 = lo * k1, hi * k1
+        self.path, self.out = call.path[r0:r1], call.out[lo:hi]
+        if k1 > 1:
+            assert call.n_acc is not None and call.n_emit is not None
+            self.n_acc, self.n_emit = call.n_acc[lo:hi], call.n_emit[lo:hi]
+        bv = block_v(vocab)
+        tiles = -(-vocab // bv)
+        t_pad = tk.next_pow2(tiles)
+        words = (vocab + 31) // 32
+        f32: dict[str, Any] = dict(dtype=torch.float32, device=dev)
+        i32: dict[str, Any] = dict(dtype=torch.int32, device=dev)
+        self.has_patch = patch_mode(vocab, k1) if head.any_penalty or head.any_bias else 0
+        self.has_filter = head.max_top_k > 0 or head.any_top_p or head.any_min_p
+        # No memset: the patch programs zero their requests' bits, a tile zeroes its slot
+        # counter when it needs it, and the threshold tickets live in a buffer that outlives
+        # the call.
+        self.bits = torch.empty(bsz * words if self.has_patch else 1, **i32)
+        self.thr = torch.empty(n if self.has_filter else 1, **f32)
+        self.gmax = torch.empty(n, 64, **f32) if self.has_filter else None
+        self.pval = (torch.empty(n, vocab, **f32) if self.has_patch
+                     else torch.empty(1, **f32))
+        self.tick = None
+        if self.has_filter and thr_parts(n, sample_plan(vocab)["GB"]) > 1:
+            self.tick = call.tickets()[r0:r1]
+        self.tmax = torch.empty(n, t_pad, **f32)
+        self.tsum = torch.empty(n, t_pad, **f32)
+        self.targ = torch.empty(n, t_pad, **i32)
+        c = slots(tiles)
+        if self.has_filter:
+            self.tcnt = torch.empty(n, t_pad, **i32)
+            self.tbnd = torch.empty(n, t_pad, **f32)
+            self.cpair = torch.empty(n, t_pad, c, dtype=torch.int64,
+                                     device=dev)  # (`triton_kernels._pair`)
+            self.sv = torch.empty(n, CMAX, dtype=torch.int64, device=dev)
+            self.sv2 = torch.empty(n, CMAX2, dtype=torch.int64, device=dev)
+        else:
+            self.tcnt, self.tbnd = self.targ, self.tmax
+            self.cpair = self.sv = self.sv2 = torch.empty(1, dtype=torch.int64,
+                                                          device=dev)  # (unread)
+        if k1 > 1:
+            self.acc, self.toks, self.tokr = (torch.empty(n, **i32) for _ in range(3))
+        else:
+            self.acc = self.toks = self.tokr = self.path
+        self.bv, self.tiles, self.t_pad, self.words, self.c = bv, tiles, t_pad, words, c
+
+    def pre(self) -> None:
+        """The pre kernel: the patch and the thresholds."""
+        self.pval = _pre(self.logits, self.drafts, self.n_draft if self.call.has_nd else None,
+                         self.head, self.bits, self.has_patch, self.tick,
+                         self.thr if self.has_filter else None, self.gmax, self.pval)
+
+    def rest(self) -> None:
+        """The tile, finish and (verify) combine kernels."""
+        call, head, k1, vocab = self.call, self.head, self.k1, self.vocab
+        k = k1 - 1
+        bsz = self.logits.shape[0]
+        gm = head.grammar_bitmask
+        if gm is not None:
+            gmask, g_sb, g_sj = gm, gm.stride(0), gm.stride(1)
+        else:
+            gmask, g_sb, g_sj = head.has_grammar, 0, 0
+        common = dict(HAS_GRAMMAR=gm is not None, HAS_PATCH=self.has_patch)
+        logits, stride = self.logits, self.logits.stride(1)
+        tk._tile_kernel[(bsz, k1, self.tiles)](
+            logits, stride, vocab, k1, head.temperature, head.row_flags, gmask, g_sb, g_sj,
+            self.bits, self.pval, self.words, self.thr, self.tmax, self.tsum, self.targ,
+            self.tcnt, self.tbnd, self.cpair, T_PAD=self.t_pad, C=self.c, BLOCK_V=self.bv,
+            HAS_CAND=self.has_filter, SCAN=tile_scan(vocab), **common,
+            **kernel_options("_tile_kernel", block=self.bv))
+        verifying = k > 0
+        tk._finish_kernel[(bsz * k1,)](
+            logits, stride, vocab, k, k1, self.tiles, head.temperature, gmask, g_sb, g_sj,
+            head.has_grammar, self.bits, self.pval, self.words, head.top_k, head.top_p,
+            head.min_p, head.seed, head.position, self.drafts, self.n_draft, self.q, self.qid,
+            call.q_len, self.tmax, self.tsum, self.targ, self.tcnt, self.tbnd, self.cpair,
+            self.sv, self.sv2, self.out, self.acc, self.toks, self.tokr, self.path,
+            T_PAD=self.t_pad, C=self.c, CMAX=CMAX, CMAX2=CMAX2, BLOCK_V=self.bv,
+            HAS_FILTER=self.has_filter, VERIFY=verifying, Q_MODE=call.q_mode, BLOCK_Q=BLOCK_Q,
+            HAS_ND=call.has_nd, EARLY=FINISH_EARLY, **common,
+            **kernel_options("_finish_kernel", verifying),
+            **({"STAMP": True} if FINISH_STAMP else {}))
+        if verifying:
+            tk._combine_kernel[(bsz,)](self.drafts, self.n_draft, self.acc, self.toks,
+                                       self.tokr, self.out, self.n_acc, self.n_emit, k, k1,
+                                       K1_PAD=tk.next_pow2(k1), HAS_ND=call.has_nd,
+                                       **kernel_options("_combine_kernel"))
+
+    def stamps(self) -> torch.Tensor | None:
+        """FINISH_STAMP's clock readings per row (filtered batches)."""
+        return self.sv2[:, CMAX2 - tk.STAMP_SLOTS.value:] if self.has_filter else None
 
 
 _TICKETS: dict[torch.device, list[torch.Tensor]] = {}
@@ -424,19 +558,21 @@ def thr_parts(rows: int, gb: int) -> int:
 
 def _pre(logits: torch.Tensor, drafts: torch.Tensor, num_draft: torch.Tensor | None,
          head: SamplingBatch, bits: torch.Tensor, has_patch: int, tick: torch.Tensor | None,
-         thr: torch.Tensor | None, gmax: torch.Tensor | None = None) -> torch.Tensor:
+         thr: torch.Tensor | None, gmax: torch.Tensor | None = None,
+         pval: torch.Tensor | None = None) -> torch.Tensor:
     """`_pre_kernel`: the patch (when has_patch, pval's layout: `patch_mode`; see `patch`)
     and, when `thr` ([N] float32) is given, each filtered row's candidate threshold in it.
     Rows split over several programs meet through tickets: `tick` ([N] int32, zero; zero
     again after the call), by default the device's shared buffer (`_tickets`), taken only
     then; their group maxima through `gmax` ([N, 64] float32 scratch; by default one made
-    here). Returns pval."""
+    here); the patch's values in `pval` (by default one made here). Returns pval."""
     bsz, k1, vocab = logits.shape
     k = k1 - 1
     dev = logits.device
     n = bsz * k1
-    pval = (torch.empty(n, vocab, dtype=torch.float32, device=dev) if has_patch
-            else torch.empty(1, dtype=torch.float32, device=dev))
+    if pval is None:
+        pval = (torch.empty(n, vocab, dtype=torch.float32, device=dev) if has_patch
+                else torch.empty(1, dtype=torch.float32, device=dev))
     has_thr = thr is not None
     if not has_patch and not has_thr:
         return pval

@@ -35,8 +35,11 @@ KNOBS_OFF = {"SONICSPEC_LEVEL_RAISE": "0", "SONICSPEC_PICK_FUSED": "0",
              "SONICSPEC_SUM_AT_MAX": "0", "SONICSPEC_ARG_GREEDY": "0", "SONICSPEC_PVAL_T": "0",
              "SONICSPEC_TILE_SCAN": "0", "SONICSPEC_FINISH_EARLY": "0"}
 # the tile's ranked stores out of line (SCAN 2, the default above V = 65536) in the CMAX = 16
-# group, whose many filtered rows take them often
-CMAX16 = {"SONICSPEC_TILE_SCAN": "2"}
+# group, whose many filtered rows take them often; requests in chunks (`triton_backend.
+# chunk_bounds`, one after another on the CPU) in that group (5, then 2 at a time) and in
+# v111 (3 at a time)
+CMAX16 = {"SONICSPEC_TILE_SCAN": "2", "SONICSPEC_CHUNKS": "5,2"}
+CHUNKED = {"SONICSPEC_CHUNKS": "3"}
 
 
 def params_for(vocab: int) -> list:
@@ -94,6 +97,8 @@ def run_group(vocab: int) -> dict[str, list]:
             b = tri.sample(logits, batch).tokens
             results[f"sample-{str(dtype)[6:]}-{seed}"] = _diff(a, b)
     results["temperature-only"] = _temperature_only(vocab)
+    if os.environ.get("SONICSPEC_CHUNKS"):  # (the group's calls did run in chunks)
+        results["chunked"] = [] if len(tri.chunk_bounds(8, 1, vocab)) > 1 else ["one chunk"]
     if vocab < 200:
         results["patch-values"] = _patch_values(vocab)
         results["minp-bound-fallback"] = _minp_fallback(vocab)
@@ -450,6 +455,7 @@ def interpreted() -> dict[str, dict[str, list]]:
                                     env={**env, **KNOBS_OFF}
                                     if name.endswith("-knobs-off")
                                     else {**env, **CMAX16} if name.endswith("-cmax16")
+                                    else {**env, **CHUNKED} if name == "v111"
                                     else env,
                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
              for name in GROUPS}

@@ -31,7 +31,7 @@ def cached_pre():
     """A stand-in for `_pre` that computes once per input shape and then copies."""
     cache: dict[tuple, tuple] = {}
 
-    def pre(logits, drafts, num_draft, head, bits, has_patch, tick, thr, gmax=None):
+    def pre(logits, drafts, num_draft, head, bits, has_patch, tick, thr, gmax=None, pval=None):
         key = (tuple(logits.shape), logits.data_ptr())
         if key not in cache:
             b0, t0 = torch.empty_like(bits), None if thr is None else torch.empty_like(thr)
