@@ -293,23 +293,38 @@ def _run(logits: torch.Tensor, drafts: torch.Tensor, batch: SamplingBatch,
                 call.n_emit)
 
 
-# Chunks of requests (large batches): each chunk its own launch sequence, the pre kernels
-# one after another on a high-priority stream and each chunk's tile, finish and combine
-# kernels on a stream of their own once its pre kernel is done, so that a chunk's pre kernel
-# runs beside the tile kernels of the chunks before it instead of every tile waiting for
-# the whole batch's (bench/NOTES-sampler.md, run 120: the pre kernel is ~7% of verify at
-# B = 256, V = 262144, all of it on the critical path), and the finish of every chunk but
-# the last beside later tiles. SONICSPEC_CHUNKS: requests a chunk, e.g. "32,64" for 32 and
-# then 64 at a time; "" or "0": one chunk. CHUNK_ALIGN: chunks start at multiples of it,
-# so that every slice's pointers keep the whole batch's 16-byte alignment (the kernels'
-# specialisations, and so their compilations, stay the same).
-CHUNKS = os.environ.get("SONICSPEC_CHUNKS", "")
-CHUNK_PRIORITY = int(os.environ.get("SONICSPEC_CHUNK_PRIORITY", "-8"))  # (measurement)
+# Chunks of requests: each chunk its own launch sequence, the pre kernels one after another
+# on a high-priority stream and each chunk's tile, finish and combine kernels on a stream of
+# their own once its pre kernel is done. A chunk's pre kernel then runs beside the tile kernel
+# of the chunk before it (whose programs it overtakes as they end, by its priority), instead
+# of every tile waiting for the whole batch's pre kernel (run 120: ~7% of verify at B = 256,
+# V = 262144, all of it on the critical path), and the finish of every chunk but the last
+# runs beside a later chunk's tiles. Runs 148-149 (H200, issue mix, graph replays): two
+# halves at V = 262144 verify B = 256 493-494 -> 488 us, sample B = 64 40.5-40.9 -> 39.8-40.1,
+# verify B = 64 137.5-137.9 -> 136.6-136.9; three or more chunks, uneven halves and the pre
+# kernels at the lanes' priority are slower; at V <= 128256 halves gain nothing (V = 32000
+# verify B = 256 129 -> 130). So by default two halves where V > CHUNK_MIN_V and each half
+# holds CHUNK_ALIGN requests at least. SONICSPEC_CHUNKS (measurement): requests a chunk,
+# e.g. "32,64" for 32 and then 64 at a time; "0": one chunk. Chunks start at multiples of
+# CHUNK_ALIGN, so that every slice's pointers keep the whole batch's 16-byte alignment (the
+# kernels' specialisations, and so their compilations, stay the same).
+CHUNKS = os.environ.get("SONICSPEC_CHUNKS")
+CHUNK_MIN_V = 131072
 CHUNK_ALIGN = 1 if INTERPRET else 16
+CHUNK_PRIORITY = int(os.environ.get("SONICSPEC_CHUNK_PRIORITY", "-8"))  # (measurement)
+# (measurement) 1: the first chunk's pre kernel on its own lane before its tile kernel (which
+# then reads its first tile before its wait, as in one sequence), the later ones after it on
+# the high-priority stream
+CHUNK_FIRST_LANE = os.environ.get("SONICSPEC_CHUNK_FIRST_LANE", "0") == "1"
 
 
 def chunk_bounds(bsz: int, k1: int, vocab: int) -> list[tuple[int, int]]:
-    """Request ranges [lo, hi) of a call's chunks (`CHUNKS`), in order."""
+    """Request ranges [lo, hi) of a call's chunks, in order (`CHUNKS`)."""
+    if CHUNKS is None:  # the default: halves for large vocabularies
+        half = bsz // 2 - bsz // 2 % CHUNK_ALIGN
+        if vocab > CHUNK_MIN_V and half >= CHUNK_ALIGN:
+            return [(0, half), (half, bsz)]
+        return [(0, bsz)]
     spec = [int(v) for v in CHUNKS.split(",") if v.strip()]
     if not spec or spec[0] <= 0:
         return [(0, bsz)]
@@ -337,8 +352,18 @@ def _launch_on_streams(chunks: list[_Chunk], dev: torch.device) -> None:
     while len(lanes) < len(chunks):
         lanes.append(torch.cuda.Stream(dev))
     caller = torch.cuda.current_stream(dev)
-    high.wait_stream(caller)
-    for c, lane in zip(chunks, lanes):
+    if CHUNK_FIRST_LANE:
+        lanes[0].wait_stream(caller)
+        with torch.cuda.stream(lanes[0]):
+            chunks[0].pre()
+        high.wait_stream(lanes[0])
+        with torch.cuda.stream(lanes[0]):
+            chunks[0].rest()
+    else:
+        high.wait_stream(caller)
+    for i, (c, lane) in enumerate(zip(chunks, lanes)):
+        if i == 0 and CHUNK_FIRST_LANE:
+            continue
         with torch.cuda.stream(high):
             c.pre()
         lane.wait_stream(high)

@@ -162,6 +162,36 @@ def test_pre_scratch_lives_for_the_whole_call(monkeypatch: pytest.MonkeyPatch) -
     assert isinstance(seen[0], torch.Tensor) and seen[0].shape == (8 * k1, 64)
 
 
+def test_chunk_bounds(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Chunks of requests: by default halves above V = 131072 whose start keeps the batch's
+    alignment (CHUNK_ALIGN requests), one chunk otherwise; SONICSPEC_CHUNKS's sizes in order,
+    the last repeated. A batch slice is views of the batch's rows."""
+    import torch
+
+    from sampler import triton_backend as tri
+    from tests.test_sampler_triton import make_batch
+
+    monkeypatch.setattr(tri, "CHUNKS", None)
+    monkeypatch.setattr(tri, "CHUNK_ALIGN", 16)
+    assert tri.chunk_bounds(256, 5, 262144) == [(0, 128), (128, 256)]
+    assert tri.chunk_bounds(100, 1, 262144) == [(0, 48), (48, 100)]
+    assert tri.chunk_bounds(31, 1, 262144) == [(0, 31)]
+    assert tri.chunk_bounds(256, 5, 128256) == [(0, 256)]
+    monkeypatch.setattr(tri, "CHUNKS", "32,64")
+    assert tri.chunk_bounds(200, 1, 1000) == [(0, 32), (32, 96), (96, 160), (160, 200)]
+    monkeypatch.setattr(tri, "CHUNKS", "40")  # (rounded down to the alignment)
+    assert tri.chunk_bounds(40, 1, 1000) == [(0, 32), (32, 40)]
+    monkeypatch.setattr(tri, "CHUNKS", "0")
+    assert tri.chunk_bounds(256, 5, 262144) == [(0, 256)]
+    batch = make_batch(1000, 2, 1)
+    part = batch.rows(2, 5)
+    assert part.num_rows == 3 and part.grammar_bitmask is not None
+    assert part.hist_ids.data_ptr() == batch.hist_ids[2].data_ptr()
+    assert torch.equal(part.grammar_bitmask, batch.grammar_bitmask[2:5])
+    with pytest.raises(ValueError, match="outside"):
+        batch.rows(5, 9)
+
+
 def test_sass_path_length_follows_the_taken_branches() -> None:
     """bench/sass_path.path_length (how bench/NOTES-sampler.md counts hot paths): it follows
     unconditional branches, conditional ones only when listed, and counts the stop."""

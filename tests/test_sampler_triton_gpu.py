@@ -313,11 +313,36 @@ def test_one_compilation_serves_every_batch_size() -> None:
     assert _cache_sizes() == before
 
 
-@pytest.mark.parametrize("rows", [1, 8, 64])
-def test_graph_replay_equals_eager(rows: int) -> None:
+def test_chunks_compile_nothing_new() -> None:
+    """Property: a call split into chunks of requests (`chunk_bounds`: halves above
+    V = 131072) runs the kernels one batch of the same kind compiled: the chunks' slices keep
+    the batch's pointer alignment."""
+    vocab, k = 262144, 2
+    params = [SamplingParams(temperature=0.9, top_k=30, top_p=0.9, min_p=0.01,
+                             repetition_penalty=1.2, logit_bias={5: 1.0})]
+    assert len(tri().chunk_bounds(16, k + 1, vocab)) == 1
+    assert len(tri().chunk_bounds(48, k + 1, vocab)) == 2
+
+    def step(rows: int) -> None:
+        logits = torch.randn(rows, k + 1, vocab, device="cuda")
+        tri().sample(logits[:, 0].contiguous(), batch_for(rows, vocab, 1, 3, params * rows))
+        tri().verify(logits, logits[:, :k].argmax(-1), batch_for(rows, vocab, k + 1, 3,
+                                                                  params * rows))
+
+    step(16)
+    torch.cuda.synchronize()
+    before = _cache_sizes()
+    step(48)
+    torch.cuda.synchronize()
+    assert _cache_sizes() == before
+
+
+@pytest.mark.parametrize("rows,vocab", [(1, 49152), (8, 49152), (64, 49152), (64, 262144)])
+def test_graph_replay_equals_eager(rows: int, vocab: int) -> None:
     """Property: `sample` and `verify` captured in a CUDA graph for a bucketed batch size give
-    the eager tokens, also after the inputs are refilled in place."""
-    vocab, k = 49152, 3
+    the eager tokens, also after the inputs are refilled in place (at V = 262144 the calls run
+    in two chunks of requests on their own streams: `chunk_bounds`)."""
+    k = 3
     sb = batch_for(rows, vocab, 1, 5)
     vb = batch_for(rows, vocab, k + 1, 6)
     logits = torch.randn(rows, k + 1, vocab, device="cuda") * 4
@@ -346,9 +371,11 @@ def test_graph_replay_equals_eager(rows: int) -> None:
         assert torch.equal(out[0], eager[0]) and torch.equal(out[1], eager[1])
 
 
-def test_no_host_sync_in_a_step() -> None:
-    """Property: one sample and one verify step run under sync debug mode 'error'."""
-    vocab, k, rows = 32000, 3, 16
+@pytest.mark.parametrize("rows,vocab", [(16, 32000), (32, 262144)])
+def test_no_host_sync_in_a_step(rows: int, vocab: int) -> None:
+    """Property: one sample and one verify step run under sync debug mode 'error' (at
+    V = 262144 in two chunks of requests)."""
+    k = 3
     sb, vb = batch_for(rows, vocab, 1, 8), batch_for(rows, vocab, k + 1, 9)
     logits = torch.randn(rows, k + 1, vocab, device="cuda")
     first = logits[:, 0].contiguous()
