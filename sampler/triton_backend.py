@@ -26,6 +26,10 @@ requests:
    test their draft and draw the residual token.
 4. verify only: `_combine_kernel` (B) chains the acceptances and picks the emitted token.
 
+Above V = 131072 a call runs its requests as two halves (`chunk_bounds`), each this sequence:
+the halves' pre kernels on a high-priority stream, each half's other kernels on a stream of
+its own, so that the second half's pre kernel runs beside the first half's tiles.
+
 No host sync, no data-dependent shapes: safe inside a CUDA graph. Host-side flags of the
 batch (`any_penalty`, `max_top_k`, ...) select constexpr variants. Logprobs, when requested,
 come from the torch reference processing (not fused yet).
@@ -299,11 +303,13 @@ def _run(logits: torch.Tensor, drafts: torch.Tensor, batch: SamplingBatch,
 # of the chunk before it (whose programs it overtakes as they end, by its priority), instead
 # of every tile waiting for the whole batch's pre kernel (run 120: ~7% of verify at B = 256,
 # V = 262144, all of it on the critical path), and the finish of every chunk but the last
-# runs beside a later chunk's tiles. Runs 148-149 (H200, issue mix, graph replays): two
-# halves at V = 262144 verify B = 256 493-494 -> 488 us, sample B = 64 40.5-40.9 -> 39.8-40.1,
-# verify B = 64 137.5-137.9 -> 136.6-136.9; three or more chunks, uneven halves and the pre
-# kernels at the lanes' priority are slower; at V <= 128256 halves gain nothing (V = 32000
-# verify B = 256 129 -> 130). So by default two halves where V > CHUNK_MIN_V and each half
+# runs beside a later chunk's tiles. Runs 147-149 (H200, issue mix, graph replays): two
+# halves at V = 262144 verify B = 256 493-503 -> 488-491 us, sample B = 64 40.5-40.9 ->
+# 39.5-40.1, verify B = 64 137.5-138.1 -> 136.4-136.9; three or more chunks, uneven halves
+# and the pre kernels at the lanes' priority are slower (sample B = 256, V = 32000 34 -> 38
+# at the lanes' priority), the first pre kernel on its chunk's lane (its tile kernel reading
+# early, as in one sequence) no faster; at V <= 128256 halves gain nothing (V = 32000 verify
+# B = 256 129 -> 130). So by default two halves where V > CHUNK_MIN_V and each half
 # holds CHUNK_ALIGN requests at least. SONICSPEC_CHUNKS (measurement): requests a chunk,
 # e.g. "32,64" for 32 and then 64 at a time; "0": one chunk. Chunks start at multiples of
 # CHUNK_ALIGN, so that every slice's pointers keep the whole batch's 16-byte alignment (the
@@ -312,10 +318,6 @@ CHUNKS = os.environ.get("SONICSPEC_CHUNKS")
 CHUNK_MIN_V = 131072
 CHUNK_ALIGN = 1 if INTERPRET else 16
 CHUNK_PRIORITY = int(os.environ.get("SONICSPEC_CHUNK_PRIORITY", "-8"))  # (measurement)
-# (measurement) 1: the first chunk's pre kernel on its own lane before its tile kernel (which
-# then reads its first tile before its wait, as in one sequence), the later ones after it on
-# the high-priority stream
-CHUNK_FIRST_LANE = os.environ.get("SONICSPEC_CHUNK_FIRST_LANE", "0") == "1"
 
 
 def chunk_bounds(bsz: int, k1: int, vocab: int) -> list[tuple[int, int]]:
@@ -352,18 +354,8 @@ def _launch_on_streams(chunks: list[_Chunk], dev: torch.device) -> None:
     while len(lanes) < len(chunks):
         lanes.append(torch.cuda.Stream(dev))
     caller = torch.cuda.current_stream(dev)
-    if CHUNK_FIRST_LANE:
-        lanes[0].wait_stream(caller)
-        with torch.cuda.stream(lanes[0]):
-            chunks[0].pre()
-        high.wait_stream(lanes[0])
-        with torch.cuda.stream(lanes[0]):
-            chunks[0].rest()
-    else:
-        high.wait_stream(caller)
-    for i, (c, lane) in enumerate(zip(chunks, lanes)):
-        if i == 0 and CHUNK_FIRST_LANE:
-            continue
+    high.wait_stream(caller)
+    for c, lane in zip(chunks, lanes):
         with torch.cuda.stream(high):
             c.pre()
         lane.wait_stream(high)
