@@ -318,6 +318,12 @@ CHUNKS = os.environ.get("SONICSPEC_CHUNKS")
 CHUNK_MIN_V = 131072
 CHUNK_ALIGN = 1 if INTERPRET else 16
 CHUNK_PRIORITY = int(os.environ.get("SONICSPEC_CHUNK_PRIORITY", "-8"))  # (measurement)
+# The lanes of every chunk but the last at a priority between the pre kernels' and the last
+# lane's, so that an earlier chunk's finish kernel, launched once its tile programs have all
+# started, goes before the later chunk's tile programs that wait for an SM instead of after
+# them (in launch order, both finishes would run at the call's end). SONICSPEC_CHUNK_LANE_
+# PRIORITY=0 (measurement): every lane at the default priority.
+CHUNK_LANE_PRIORITY = os.environ.get("SONICSPEC_CHUNK_LANE_PRIORITY", "1") == "1"
 
 
 def chunk_bounds(bsz: int, k1: int, vocab: int) -> list[tuple[int, int]]:
@@ -340,19 +346,28 @@ def chunk_bounds(bsz: int, k1: int, vocab: int) -> list[tuple[int, int]]:
     return bounds
 
 
-_STREAMS: dict[torch.device, tuple[torch.cuda.Stream, list[torch.cuda.Stream]]] = {}
+_STREAMS: dict[tuple[torch.device, int, bool], torch.cuda.Stream] = {}
+
+
+def _stream(dev: torch.device, index: int, priority: int) -> torch.cuda.Stream:
+    """The device's stream for a role (index -1: the pre kernels; else chunk index's lane)
+    at a priority, made once."""
+    key = (dev, index, priority != 0)
+    if key not in _STREAMS:
+        _STREAMS[key] = torch.cuda.Stream(dev, priority=priority)
+    return _STREAMS[key]
 
 
 def _launch_on_streams(chunks: list[_Chunk], dev: torch.device) -> None:
-    """The chunks' pre kernels in order on the device's high-priority stream (its pending
+    """The chunks' pre kernels in order on the device's highest-priority stream (its pending
     programs go first as the tile kernels' programs end), each chunk's other kernels on a
-    stream of its own after its pre kernel; the caller's stream waits for all of them.
+    stream of its own after its pre kernel (`CHUNK_LANE_PRIORITY`); the caller's stream waits
+    for all of them.
     Stream forks and joins only: no host sync, and capturable in a CUDA graph."""
-    if dev not in _STREAMS:
-        _STREAMS[dev] = (torch.cuda.Stream(dev, priority=CHUNK_PRIORITY), [])
-    high, lanes = _STREAMS[dev]
-    while len(lanes) < len(chunks):
-        lanes.append(torch.cuda.Stream(dev))
+    high = _stream(dev, -1, CHUNK_PRIORITY)
+    last = len(chunks) - 1
+    lanes = [_stream(dev, i, -1 if CHUNK_LANE_PRIORITY and i < last else 0)
+             for i in range(len(chunks))]
     caller = torch.cuda.current_stream(dev)
     high.wait_stream(caller)
     for c, lane in zip(chunks, lanes):
@@ -361,7 +376,7 @@ def _launch_on_streams(chunks: list[_Chunk], dev: torch.device) -> None:
         lane.wait_stream(high)
         with torch.cuda.stream(lane):
             c.rest()
-    for lane in lanes[:len(chunks)]:
+    for lane in lanes:
         caller.wait_stream(lane)
     caller.wait_stream(high)
 

@@ -4,7 +4,7 @@ For each chunk spec: seeded tokens (and verify's counts) of eager calls and of C
 replays equal those of the unchunked eager call; one chunked call of each kind runs under
 `torch.cuda.set_sync_debug_mode("error")`.
 
-    python bench/experiments/chunk_check.py [--batch 64 256] [--vocab 262144] [--specs 64 32,96]
+    python bench/experiments/chunk_check.py [--batch 64 256] [--vocab 262144] [--specs default 64]
 """
 
 from __future__ import annotations
@@ -35,7 +35,8 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--batch", type=int, nargs="+", default=[64, 256])
     ap.add_argument("--vocab", type=int, nargs="+", default=[262144])
-    ap.add_argument("--specs", nargs="+", default=["64", "32,96"])
+    ap.add_argument("--specs", nargs="+", default=["default", "64", "32,96"],
+                    help="SONICSPEC_CHUNKS values ('default': the backend's rule)")
     args = ap.parse_args()
     bs.SCALE[0] = 8.0
     bad = 0
@@ -45,7 +46,7 @@ def main() -> None:
             tri.CHUNKS = ""
             ref = outputs(*inputs)
             for spec in args.specs:
-                tri.CHUNKS = spec
+                tri.CHUNKS = None if spec == "default" else spec
                 bounds = tri.chunk_bounds(rows, 1, vocab)
                 eager = outputs(*inputs)
                 torch.cuda.set_sync_debug_mode("error")
@@ -61,7 +62,7 @@ def main() -> None:
                 bad += not ok
                 print(f"chunks {spec:>8} ({len(bounds)} chunks) B={rows} V={vocab}: "
                       f"eager and replay {'equal' if ok else 'DIFFER'}", flush=True)
-    tri.CHUNKS = ""
+    tri.CHUNKS = None
     print("chunk check:", "all equal" if not bad else f"{bad} differ")
     sys.exit(1 if bad else 0)
 
