@@ -290,25 +290,24 @@ def _cache_sizes() -> dict[str, int]:
     return sizes
 
 
+def _compile_step(rows: int, vocab: int, k: int = 2) -> None:
+    """One sample and one verify call of rows with every feature (the compilation tests)."""
+    params = [SamplingParams(temperature=0.9, top_k=30, top_p=0.9, min_p=0.01,
+                             repetition_penalty=1.2, logit_bias={5: 1.0})] * rows
+    logits = torch.randn(rows, k + 1, vocab, device="cuda")
+    tri().sample(logits[:, 0].contiguous(), batch_for(rows, vocab, 1, 3, params))
+    tri().verify(logits, logits[:, :k].argmax(-1), batch_for(rows, vocab, k + 1, 3, params))
+
+
 def test_one_compilation_serves_every_batch_size() -> None:
     """Property: the batch size is no constexpr: after B=7 compiled everything, B=1, 64 and
     256 compile nothing new."""
-    vocab, k = 32000, 2
-    params = [SamplingParams(temperature=0.9, top_k=30, top_p=0.9, min_p=0.01,
-                             repetition_penalty=1.2, logit_bias={5: 1.0})]
-
-    def step(rows: int) -> None:
-        logits = torch.randn(rows, k + 1, vocab, device="cuda")
-        tri().sample(logits[:, 0].contiguous(), batch_for(rows, vocab, 1, 3, params * rows))
-        tri().verify(logits, logits[:, :k].argmax(-1), batch_for(rows, vocab, k + 1, 3,
-                                                                  params * rows))
-
-    step(7)
+    _compile_step(7, 32000)
     torch.cuda.synchronize()
     before = _cache_sizes()
     assert sum(before.values()) > 0
     for rows in (1, 64, 256):
-        step(rows)
+        _compile_step(rows, 32000)
     torch.cuda.synchronize()
     assert _cache_sizes() == before
 
@@ -317,22 +316,13 @@ def test_chunks_compile_nothing_new() -> None:
     """Property: a call split into chunks of requests (`chunk_bounds`: halves above
     V = 131072) runs the kernels one batch of the same kind compiled: the chunks' slices keep
     the batch's pointer alignment."""
-    vocab, k = 262144, 2
-    params = [SamplingParams(temperature=0.9, top_k=30, top_p=0.9, min_p=0.01,
-                             repetition_penalty=1.2, logit_bias={5: 1.0})]
-    assert len(tri().chunk_bounds(16, k + 1, vocab)) == 1
-    assert len(tri().chunk_bounds(48, k + 1, vocab)) == 2
-
-    def step(rows: int) -> None:
-        logits = torch.randn(rows, k + 1, vocab, device="cuda")
-        tri().sample(logits[:, 0].contiguous(), batch_for(rows, vocab, 1, 3, params * rows))
-        tri().verify(logits, logits[:, :k].argmax(-1), batch_for(rows, vocab, k + 1, 3,
-                                                                  params * rows))
-
-    step(16)
+    vocab = 262144
+    assert len(tri().chunk_bounds(16, 3, vocab)) == 1
+    assert len(tri().chunk_bounds(48, 3, vocab)) == 2
+    _compile_step(16, vocab)
     torch.cuda.synchronize()
     before = _cache_sizes()
-    step(48)
+    _compile_step(48, vocab)
     torch.cuda.synchronize()
     assert _cache_sizes() == before
 
