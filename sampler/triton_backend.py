@@ -324,6 +324,10 @@ CHUNK_PRIORITY = int(os.environ.get("SONICSPEC_CHUNK_PRIORITY", "-8"))  # (measu
 # same call, two repeats: V = 262144 verify B = 256 487 -> 494 us, sample B = 64 40 -> 42),
 # so every lane runs at the default priority.
 CHUNK_LANE_PRIORITY = os.environ.get("SONICSPEC_CHUNK_LANE_PRIORITY", "0") == "1"
+# (measurement) the finish kernel's warps in calls that run in chunks (0: FINISH_WARPS). Run
+# 151: 4 warps everywhere, with the halves, verify B = 256, V = 262144 492 -> 487-490 us; not
+# yet measured at B = 64 with chunks (run 142: slower there in one sequence).
+CHUNK_FINISH_WARPS = int(os.environ.get("SONICSPEC_CHUNK_FINISH_WARPS", "0"))
 
 
 def chunk_bounds(bsz: int, k1: int, vocab: int) -> list[tuple[int, int]]:
@@ -419,6 +423,7 @@ class _Chunk:
         bsz, k1, vocab = hi - lo, call.logits.shape[1], call.logits.shape[2]
         dev = call.logits.device
         self.call, self.head, self.k1, self.vocab = call, head, k1, vocab
+        self.chunked = bsz < call.logits.shape[0]
         self.logits = call.logits[lo:hi]
         self.drafts, self.n_draft = call.drafts[lo:hi], call.n_draft[lo:hi]
         self.q = call.q[lo:hi] if call.q_mode else call.q
@@ -494,6 +499,9 @@ class _Chunk:
             HAS_CAND=self.has_filter, SCAN=tile_scan(vocab), **common,
             **kernel_options("_tile_kernel", block=self.bv))
         verifying = k > 0
+        finish_opts = kernel_options("_finish_kernel", verifying)
+        if self.chunked and CHUNK_FINISH_WARPS:
+            finish_opts["num_warps"] = CHUNK_FINISH_WARPS
         tk._finish_kernel[(bsz * k1,)](
             logits, stride, vocab, k, k1, self.tiles, head.temperature, gmask, g_sb, g_sj,
             head.has_grammar, self.bits, self.pval, self.words, head.top_k, head.top_p,
@@ -502,8 +510,7 @@ class _Chunk:
             self.sv, self.sv2, self.out, self.acc, self.toks, self.tokr, self.path,
             T_PAD=self.t_pad, C=self.c, CMAX=CMAX, CMAX2=CMAX2, BLOCK_V=self.bv,
             HAS_FILTER=self.has_filter, VERIFY=verifying, Q_MODE=call.q_mode, BLOCK_Q=BLOCK_Q,
-            HAS_ND=call.has_nd, EARLY=FINISH_EARLY, **common,
-            **kernel_options("_finish_kernel", verifying),
+            HAS_ND=call.has_nd, EARLY=FINISH_EARLY, **common, **finish_opts,
             **({"STAMP": True} if FINISH_STAMP else {}))
         if verifying:
             tk._combine_kernel[(bsz,)](self.drafts, self.n_draft, self.acc, self.toks,
