@@ -153,6 +153,8 @@ class SamplingBatch:
         if not 0 <= start <= stop <= self.temperature.shape[0]:
             raise ValueError(f"rows [{start}, {stop}) outside the batch capacity "
                              f"{self.temperature.shape[0]}")
+        if start == 0 and stop == self.num_rows == self.temperature.shape[0]:
+            return self  # (already these views: a backend's call takes head, then its chunks)
         picked = {name: getattr(self, name)[start:stop] for name in _ROW_FIELDS}
         mask = None if self.grammar_bitmask is None else self.grammar_bitmask[start:stop]
         return dataclasses.replace(self, num_rows=stop - start, grammar_bitmask=mask, **picked)

@@ -281,7 +281,7 @@ def _run(logits: torch.Tensor, drafts: torch.Tensor, batch: SamplingBatch,
     # them launches nothing)
     q_mode, q, qid, q_len = _draft_probs(draft_probs, drafts, dev)
     call = _Call(logits, drafts, n_draft, num_draft is not None, head, q_mode, q, qid, q_len)
-    bounds = [(0, bsz)] if FINISH_STAMP else chunk_bounds(bsz, k1, vocab)
+    bounds = [(0, bsz)] if FINISH_STAMP else chunk_bounds(bsz, vocab)
     # every chunk's buffers before the first launch, on this stream (`_Chunk`)
     chunks = [_Chunk(call, lo, hi) for lo, hi in bounds]
     if len(chunks) > 1 and dev.type == "cuda":
@@ -330,7 +330,7 @@ CHUNK_LANE_PRIORITY = os.environ.get("SONICSPEC_CHUNK_LANE_PRIORITY", "0") == "1
 CHUNK_FINISH_WARPS = int(os.environ.get("SONICSPEC_CHUNK_FINISH_WARPS", "0"))
 
 
-def chunk_bounds(bsz: int, k1: int, vocab: int) -> list[tuple[int, int]]:
+def chunk_bounds(bsz: int, vocab: int) -> list[tuple[int, int]]:
     """Request ranges [lo, hi) of a call's chunks, in order (`CHUNKS`)."""
     if CHUNKS is None:  # the default: halves for large vocabularies
         half = bsz // 2 - bsz // 2 % CHUNK_ALIGN

@@ -98,7 +98,7 @@ def run_group(vocab: int) -> dict[str, list]:
             results[f"sample-{str(dtype)[6:]}-{seed}"] = _diff(a, b)
     results["temperature-only"] = _temperature_only(vocab)
     if os.environ.get("SONICSPEC_CHUNKS"):  # (the group's calls did run in chunks)
-        results["chunked"] = [] if len(tri.chunk_bounds(8, 1, vocab)) > 1 else ["one chunk"]
+        results["chunked"] = [] if len(tri.chunk_bounds(8, vocab)) > 1 else ["one chunk"]
     if vocab < 200:
         results["patch-values"] = _patch_values(vocab)
         results["minp-bound-fallback"] = _minp_fallback(vocab)

@@ -173,16 +173,16 @@ def test_chunk_bounds(monkeypatch: pytest.MonkeyPatch) -> None:
 
     monkeypatch.setattr(tri, "CHUNKS", None)
     monkeypatch.setattr(tri, "CHUNK_ALIGN", 16)
-    assert tri.chunk_bounds(256, 5, 262144) == [(0, 128), (128, 256)]
-    assert tri.chunk_bounds(100, 1, 262144) == [(0, 48), (48, 100)]
-    assert tri.chunk_bounds(31, 1, 262144) == [(0, 31)]
-    assert tri.chunk_bounds(256, 5, 128256) == [(0, 256)]
+    assert tri.chunk_bounds(256, 262144) == [(0, 128), (128, 256)]
+    assert tri.chunk_bounds(100, 262144) == [(0, 48), (48, 100)]
+    assert tri.chunk_bounds(31, 262144) == [(0, 31)]
+    assert tri.chunk_bounds(256, 128256) == [(0, 256)]
     monkeypatch.setattr(tri, "CHUNKS", "32,64")
-    assert tri.chunk_bounds(200, 1, 1000) == [(0, 32), (32, 96), (96, 160), (160, 200)]
+    assert tri.chunk_bounds(200, 1000) == [(0, 32), (32, 96), (96, 160), (160, 200)]
     monkeypatch.setattr(tri, "CHUNKS", "40")  # (rounded down to the alignment)
-    assert tri.chunk_bounds(40, 1, 1000) == [(0, 32), (32, 40)]
+    assert tri.chunk_bounds(40, 1000) == [(0, 32), (32, 40)]
     monkeypatch.setattr(tri, "CHUNKS", "0")
-    assert tri.chunk_bounds(256, 5, 262144) == [(0, 256)]
+    assert tri.chunk_bounds(256, 262144) == [(0, 256)]
     batch = make_batch(1000, 2, 1)
     part = batch.rows(2, 5)
     assert part.num_rows == 3 and part.grammar_bitmask is not None

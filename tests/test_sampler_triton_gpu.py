@@ -317,8 +317,8 @@ def test_chunks_compile_nothing_new() -> None:
     V = 131072) runs the kernels one batch of the same kind compiled: the chunks' slices keep
     the batch's pointer alignment."""
     vocab = 262144
-    assert len(tri().chunk_bounds(16, 3, vocab)) == 1
-    assert len(tri().chunk_bounds(48, 3, vocab)) == 2
+    assert len(tri().chunk_bounds(16, vocab)) == 1
+    assert len(tri().chunk_bounds(48, vocab)) == 2
     _compile_step(16, vocab)
     torch.cuda.synchronize()
     before = _cache_sizes()

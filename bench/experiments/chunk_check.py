@@ -47,7 +47,7 @@ def main() -> None:
             ref = outputs(*inputs)
             for spec in args.specs:
                 tri.CHUNKS = None if spec == "default" else spec
-                bounds = tri.chunk_bounds(rows, 1, vocab)
+                bounds = tri.chunk_bounds(rows, vocab)
                 eager = outputs(*inputs)
                 torch.cuda.set_sync_debug_mode("error")
                 outputs(*inputs)
