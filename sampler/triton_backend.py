@@ -328,6 +328,11 @@ CHUNK_LANE_PRIORITY = os.environ.get("SONICSPEC_CHUNK_LANE_PRIORITY", "0") == "1
 # 151: 4 warps everywhere, with the halves, verify B = 256, V = 262144 492 -> 487-490 us; not
 # yet measured at B = 64 with chunks (run 142: slower there in one sequence).
 CHUNK_FINISH_WARPS = int(os.environ.get("SONICSPEC_CHUNK_FINISH_WARPS", "0"))
+# (measurement) SONICSPEC_CHUNK_PRE_STREAMS=1: each chunk's pre kernel on a high-priority
+# stream of its own, forked from the caller's, so that a later chunk's pre kernel waits for
+# the logits' writer only, not for the earlier chunk's pre kernel (with which it shares no
+# data), and runs beside it.
+CHUNK_PRE_STREAMS = os.environ.get("SONICSPEC_CHUNK_PRE_STREAMS", "0") == "1"
 
 
 def chunk_bounds(bsz: int, vocab: int) -> list[tuple[int, int]]:
@@ -354,8 +359,8 @@ _STREAMS: dict[tuple[torch.device, int, bool], torch.cuda.Stream] = {}
 
 
 def _stream(dev: torch.device, index: int, priority: int) -> torch.cuda.Stream:
-    """The device's stream for a role (index -1: the pre kernels; else chunk index's lane)
-    at a priority, made once."""
+    """The device's stream for a role (index -1 - i: chunk i's pre kernel, all of them on -1
+    unless `CHUNK_PRE_STREAMS`; index i >= 0: chunk i's lane) at a priority, made once."""
     key = (dev, index, priority != 0)
     if key not in _STREAMS:
         _STREAMS[key] = torch.cuda.Stream(dev, priority=priority)
@@ -368,13 +373,16 @@ def _launch_on_streams(chunks: list[_Chunk], dev: torch.device) -> None:
     stream of its own after its pre kernel (`CHUNK_LANE_PRIORITY`); the caller's stream waits
     for all of them.
     Stream forks and joins only: no host sync, and capturable in a CUDA graph."""
-    high = _stream(dev, -1, CHUNK_PRIORITY)
     last = len(chunks) - 1
+    highs = [_stream(dev, -1 - (i if CHUNK_PRE_STREAMS else 0), CHUNK_PRIORITY)
+             for i in range(len(chunks))]
     lanes = [_stream(dev, i, -1 if CHUNK_LANE_PRIORITY and i < last else 0)
              for i in range(len(chunks))]
     caller = torch.cuda.current_stream(dev)
-    high.wait_stream(caller)
-    for c, lane in zip(chunks, lanes):
+    pre_streams = list(dict.fromkeys(highs))
+    for high in pre_streams:
+        high.wait_stream(caller)
+    for c, high, lane in zip(chunks, highs, lanes):
         with torch.cuda.stream(high):
             c.pre()
         lane.wait_stream(high)
@@ -382,7 +390,8 @@ def _launch_on_streams(chunks: list[_Chunk], dev: torch.device) -> None:
             c.rest()
     for lane in lanes:
         caller.wait_stream(lane)
-    caller.wait_stream(high)
+    for high in pre_streams:
+        caller.wait_stream(high)
 
 
 class _Call:
