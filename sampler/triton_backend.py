@@ -27,7 +27,7 @@ requests:
 4. verify only: `_combine_kernel` (B) chains the acceptances and picks the emitted token.
 
 Above V = 131072 a call runs its requests as two halves (`chunk_bounds`), each this sequence:
-the halves' pre kernels on a high-priority stream, each half's other kernels on a stream of
+the halves' pre kernels on high-priority streams, each half's other kernels on a stream of
 its own, so that the second half's pre kernel runs beside the first half's tiles.
 
 No host sync, no data-dependent shapes: safe inside a CUDA graph. Host-side flags of the
@@ -328,11 +328,25 @@ CHUNK_LANE_PRIORITY = os.environ.get("SONICSPEC_CHUNK_LANE_PRIORITY", "0") == "1
 # 151: 4 warps everywhere, with the halves, verify B = 256, V = 262144 492 -> 487-490 us; not
 # yet measured at B = 64 with chunks (run 142: slower there in one sequence).
 CHUNK_FINISH_WARPS = int(os.environ.get("SONICSPEC_CHUNK_FINISH_WARPS", "0"))
-# (measurement) SONICSPEC_CHUNK_PRE_STREAMS=1: each chunk's pre kernel on a high-priority
-# stream of its own, forked from the caller's, so that a later chunk's pre kernel waits for
-# the logits' writer only, not for the earlier chunk's pre kernel (with which it shares no
-# data), and runs beside it.
-CHUNK_PRE_STREAMS = os.environ.get("SONICSPEC_CHUNK_PRE_STREAMS", "0") == "1"
+# Where a chunk holds CHUNK_PRE_STREAMS_MIN_ROWS rows (B (K + 1)) or more, each chunk's pre
+# kernel goes on a high-priority stream of its own, forked from the caller's: a later chunk's
+# pre kernel then waits for the logits' writer only, not for the earlier chunk's pre kernel
+# (they share no data), and runs beside it rather than after it. Run 156 (H200, issue mix,
+# V = 262144, same call, three repeats, us): verify B = 64 (160 rows a chunk) 136.1-136.6 ->
+# 132.7-132.9, B = 256 (640) 487.1-487.6 -> 482.7-483.6, sample B = 256 (128) 112.1-112.6 ->
+# 109.2-109.9, but sample B = 64 (32 rows a chunk) 39.9-40.0 -> 41.2-41.5: there the first
+# pre kernel, sharing the GPU with the second, ends later (6.2 -> 8.5 us) and so does its
+# tile kernel's read. SONICSPEC_CHUNK_PRE_STREAMS=1 / 0 (measurement) forces one.
+CHUNK_PRE_STREAMS = os.environ.get("SONICSPEC_CHUNK_PRE_STREAMS", "auto")
+CHUNK_PRE_STREAMS_MIN_ROWS = 128
+
+
+def pre_streams(rows: int) -> bool:
+    """Whether a call in chunks of `rows` rows (its first chunk's) gives each chunk's pre
+    kernel a stream of its own (`CHUNK_PRE_STREAMS`)."""
+    if CHUNK_PRE_STREAMS in ("0", "1"):
+        return CHUNK_PRE_STREAMS == "1"
+    return rows >= CHUNK_PRE_STREAMS_MIN_ROWS
 
 
 def chunk_bounds(bsz: int, vocab: int) -> list[tuple[int, int]]:
@@ -360,7 +374,7 @@ _STREAMS: dict[tuple[torch.device, int, bool], torch.cuda.Stream] = {}
 
 def _stream(dev: torch.device, index: int, priority: int) -> torch.cuda.Stream:
     """The device's stream for a role (index -1 - i: chunk i's pre kernel, all of them on -1
-    unless `CHUNK_PRE_STREAMS`; index i >= 0: chunk i's lane) at a priority, made once."""
+    unless `pre_streams`; index i >= 0: chunk i's lane) at a priority, made once."""
     key = (dev, index, priority != 0)
     if key not in _STREAMS:
         _STREAMS[key] = torch.cuda.Stream(dev, priority=priority)
@@ -368,19 +382,19 @@ def _stream(dev: torch.device, index: int, priority: int) -> torch.cuda.Stream:
 
 
 def _launch_on_streams(chunks: list[_Chunk], dev: torch.device) -> None:
-    """The chunks' pre kernels in order on the device's highest-priority stream (its pending
-    programs go first as the tile kernels' programs end), each chunk's other kernels on a
-    stream of its own after its pre kernel (`CHUNK_LANE_PRIORITY`); the caller's stream waits
-    for all of them.
+    """The chunks' pre kernels on the device's highest-priority streams (their pending
+    programs go first as the tile kernels' programs end): one after another on one stream,
+    or each on its own (`pre_streams`); each chunk's other kernels on a stream of its own
+    after its pre kernel (`CHUNK_LANE_PRIORITY`); the caller's stream waits for all of them.
     Stream forks and joins only: no host sync, and capturable in a CUDA graph."""
     last = len(chunks) - 1
-    highs = [_stream(dev, -1 - (i if CHUNK_PRE_STREAMS else 0), CHUNK_PRIORITY)
-             for i in range(len(chunks))]
+    own = pre_streams(chunks[0].logits.shape[0] * chunks[0].k1)
+    highs = [_stream(dev, -1 - (i if own else 0), CHUNK_PRIORITY) for i in range(len(chunks))]
     lanes = [_stream(dev, i, -1 if CHUNK_LANE_PRIORITY and i < last else 0)
              for i in range(len(chunks))]
     caller = torch.cuda.current_stream(dev)
-    pre_streams = list(dict.fromkeys(highs))
-    for high in pre_streams:
+    forks = list(dict.fromkeys(highs))  # (the pre kernels' distinct streams)
+    for high in forks:
         high.wait_stream(caller)
     for c, high, lane in zip(chunks, highs, lanes):
         with torch.cuda.stream(high):
@@ -390,7 +404,7 @@ def _launch_on_streams(chunks: list[_Chunk], dev: torch.device) -> None:
             c.rest()
     for lane in lanes:
         caller.wait_stream(lane)
-    for high in pre_streams:
+    for high in forks:
         caller.wait_stream(high)
 
 

@@ -183,6 +183,13 @@ def test_chunk_bounds(monkeypatch: pytest.MonkeyPatch) -> None:
     assert tri.chunk_bounds(40, 1000) == [(0, 32), (32, 40)]
     monkeypatch.setattr(tri, "CHUNKS", "0")
     assert tri.chunk_bounds(256, 262144) == [(0, 256)]
+    # the pre kernels' streams: one each from CHUNK_PRE_STREAMS_MIN_ROWS rows a chunk
+    monkeypatch.setattr(tri, "CHUNK_PRE_STREAMS", "auto")
+    assert not tri.pre_streams(32) and tri.pre_streams(128) and tri.pre_streams(640)
+    monkeypatch.setattr(tri, "CHUNK_PRE_STREAMS", "0")
+    assert not tri.pre_streams(640)
+    monkeypatch.setattr(tri, "CHUNK_PRE_STREAMS", "1")
+    assert tri.pre_streams(32)
     batch = make_batch(1000, 2, 1)
     part = batch.rows(2, 5)
     assert part.num_rows == 3 and part.grammar_bitmask is not None
