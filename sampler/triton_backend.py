@@ -28,7 +28,8 @@ requests:
 
 Above V = 131072 a call runs its requests as two halves (`chunk_bounds`), each this sequence:
 the halves' pre kernels on high-priority streams, each half's other kernels on a stream of
-its own, so that the second half's pre kernel runs beside the first half's tiles.
+its own, so that the second half's pre kernel runs beside the first half's tiles (from 128
+rows a half, on a stream of its own: beside the first half's pre kernel, `pre_streams`).
 
 No host sync, no data-dependent shapes: safe inside a CUDA graph. Host-side flags of the
 batch (`any_penalty`, `max_top_k`, ...) select constexpr variants. Logprobs, when requested,
