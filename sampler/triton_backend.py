@@ -326,8 +326,11 @@ CHUNK_PRIORITY = int(os.environ.get("SONICSPEC_CHUNK_PRIORITY", "-8"))  # (measu
 # so every lane runs at the default priority.
 CHUNK_LANE_PRIORITY = os.environ.get("SONICSPEC_CHUNK_LANE_PRIORITY", "0") == "1"
 # (measurement) the finish kernel's warps in calls that run in chunks (0: FINISH_WARPS). Run
-# 151: 4 warps everywhere, with the halves, verify B = 256, V = 262144 492 -> 487-490 us; not
-# yet measured at B = 64 with chunks (run 142: slower there in one sequence).
+# 153 (V = 262144, same call, three repeats): 4 warps verify B = 256 489.5-489.8 ->
+# 484.5-485.1 us, sample B = 64 39.6-39.8 -> 39.9-40.1, verify B = 64 and sample B = 256
+# within 0.5. Not the default: chunked calls (B >= 32) would compile another finish than
+# smaller batches, and one compilation serves every batch size; all calls on 4 warps lose
+# B = 1 (run 116: verify V = 262144 25 -> 33 us).
 CHUNK_FINISH_WARPS = int(os.environ.get("SONICSPEC_CHUNK_FINISH_WARPS", "0"))
 # Where a chunk holds CHUNK_PRE_STREAMS_MIN_ROWS rows (B (K + 1)) or more, each chunk's pre
 # kernel goes on a high-priority stream of its own, forked from the caller's: a later chunk's
