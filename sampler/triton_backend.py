@@ -393,11 +393,11 @@ def _launch_on_streams(chunks: list[_Chunk], dev: torch.device) -> None:
     Stream forks and joins only: no host sync, and capturable in a CUDA graph."""
     last = len(chunks) - 1
     own = pre_streams(chunks[0].logits.shape[0] * chunks[0].k1)
-    highs = [_stream(dev, -1 - (i if own else 0), CHUNK_PRIORITY) for i in range(len(chunks))]
+    forks = [_stream(dev, -1 - i, CHUNK_PRIORITY) for i in range(len(chunks) if own else 1)]
+    highs = forks if own else forks * len(chunks)  # (chunk i's pre kernel's stream)
     lanes = [_stream(dev, i, -1 if CHUNK_LANE_PRIORITY and i < last else 0)
              for i in range(len(chunks))]
     caller = torch.cuda.current_stream(dev)
-    forks = list(dict.fromkeys(highs))  # (the pre kernels' distinct streams)
     for high in forks:
         high.wait_stream(caller)
     for c, high, lane in zip(chunks, highs, lanes):

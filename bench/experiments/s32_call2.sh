@@ -5,8 +5,7 @@
 set -uo pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 CUDA_HOME=${CUDA_HOME:-/usr/local/cuda} PYTHONPATH=$PWD
-T=$(mktemp -d); OUT=$T LIMIT=230 bash bench/gpu_tests_parallel.sh > "$OUT/tests-summary.log" 2>&1
-tar czf "$OUT/tests.tar.gz" -C "$T" .
+LIMIT=230 OUT=$OUT bash bench/gpu_all.sh tests > /dev/null 2>&1
 CH_REPS="1 2" CH_SPECS="default default+SONICSPEC_VERIFY_FINISH_MAXNREG=64" CH_B="1 64 256" \
   CH_V="32000 262144" OUT=$OUT timeout 240 bash bench/experiments/chunk_ab.sh > /dev/null 2>&1
 echo "== split" >> "$OUT/chunk.log"
