@@ -185,19 +185,6 @@ def tile_scan(vocab: int) -> int:
     return 1 if vocab <= TILE_SCAN_MAX_V else 2
 
 
-DEFER_TILES = os.environ.get("SONICSPEC_DEFER_TILES")  # measurement / tests: forces MAXT
-
-
-def defer_tiles(t_pad: int, c: int) -> int:
-    """Under SCAN 4, the deferred tiles a row's finish gathers (`tk._deferred`: two 32-token
-    rows each, as [MAXT, 64]); a row's further deferred tiles count by their max alone.
-    32 where the row's T_PAD * C slots leave room for them in the level counts' 12-bit
-    fields, else 16; at most T_PAD."""
-    if DEFER_TILES:
-        return min(t_pad, int(DEFER_TILES))
-    return min(t_pad, 32 if t_pad * c + 32 * 64 < 4096 else 16)
-
-
 def tile_warps(block: int) -> int:
     """The tile kernel's warps: 16 tokens a thread (4 warps for tiles of 2048, 2 for 1024).
     Run 37: tiles of 1024 on 4 warps (8 tokens a thread) gain at B <= 16 (V = 32000 sample
@@ -551,8 +538,6 @@ class _Chunk:
             T_PAD=self.t_pad, C=self.c, CMAX=CMAX, CMAX2=CMAX2, BLOCK_V=self.bv,
             HAS_FILTER=self.has_filter, VERIFY=verifying, Q_MODE=call.q_mode, BLOCK_Q=BLOCK_Q,
             HAS_ND=call.has_nd, EARLY=FINISH_EARLY, **common, **finish_opts,
-            **({"MAXT": defer_tiles(self.t_pad, self.c)}
-               if self.has_filter and tile_scan(vocab) == 4 else {}),
             **({"STAMP": True} if FINISH_STAMP else {}))
         if verifying:
             tk._combine_kernel[(bsz,)](self.drafts, self.n_draft, self.acc, self.toks,

@@ -842,46 +842,6 @@ def _scan_store(logits_ptr, row_stride, V, n, b, j, K1, t, temp, gmask_ptr, g_sb
                 tcnt_ptr, C)
 
 
-# SCAN 4's count word of a tile whose rows with two or more tokens above the threshold (at most
-# two such rows) are left to the finish: the rows' maxima's slots in bits 0-7, those rows'
-# indices in the tile plus one in bits 8-15 and 16-23 (0: none), and this bit.
-DEFER_BIT = tl.constexpr(1 << 25)
-
-
-@triton.jit
-def _ctz64(x):
-    """Trailing zeros of a non-zero int64 x (the index of its lowest set bit)."""
-    return _popc64((x & -x) - 1)
-
-
-@triton.jit
-def _defer_store(logits_ptr, row_stride, V, n, b, j, K1, t, temp, gmask_ptr, g_sb, g_sj, has_g,
-                 flags, bits_ptr, pval_ptr, W, thr, o, n_sel, crow, rmask, rmax, rid, row,
-                 cpair_ptr, tcnt_ptr, C: tl.constexpr, BLOCK_V: tl.constexpr,
-                 HAS_GRAMMAR: tl.constexpr, HAS_PATCH: tl.constexpr):
-    """SCAN 4's rare tile (tokens above thr two or more in some 32-token row): at most two
-    such rows are left to the finish, which gathers their 32 tokens (`_deferred`): the rows
-    with one store their max by the popcount of those rows before them, and the count word
-    (`DEFER_BIT`) names the deferred rows. A tile of more than C tokens above thr stores only
-    its count (the finish trusts its max alone); one with three or more such rows stores by
-    rank (`_scan_store`)."""
-    bit = tl.full(row.shape, 1, tl.int64) << row.to(tl.int64)
-    mm = tl.sum(tl.where(crow > 1, bit, 0), 0)  # the rows with two or more (distinct bits)
-    mm2 = mm & (mm - 1)
-    if n_sel > C:
-        tl.store(tcnt_ptr + o, n_sel)
-    elif (mm2 & (mm2 - 1)) != 0:
-        _scan_store(logits_ptr, row_stride, V, n, b, j, K1, t, temp, gmask_ptr, g_sb, g_sj,
-                    has_g, flags, bits_ptr, pval_ptr, W, thr, o, n_sel, cpair_ptr, tcnt_ptr, C,
-                    BLOCK_V, HAS_GRAMMAR, HAS_PATCH)
-    else:
-        smask = rmask & ~mm
-        slot = _popc64(smask & (bit - 1))
-        _store_pair(cpair_ptr + o * C + slot, rmax, rid, (crow == 1) & (slot < C), True)
-        w2 = tl.where(mm2 != 0, _ctz64(mm2) + 1, 0)
-        tl.store(tcnt_ptr + o, _popc64(smask) | ((_ctz64(mm) + 1) << 8) | (w2 << 16) | DEFER_BIT)
-
-
 @triton.jit
 def _tile_kernel(logits_ptr, row_stride, V, K1, temp_ptr, flags_ptr,
                  gmask_ptr, g_sb, g_sj, bits_ptr, pval_ptr, W, thr_ptr,
@@ -1012,7 +972,7 @@ def _tile_kernel(logits_ptr, row_stride, V, K1, temp_ptr, flags_ptr,
                 # stores by rank instead (SCAN), or its rows' other tokens take the next
                 # slots from an atomic counter (SCAN 0). The counts of tokens and of rows
                 # above thr: one reduction, packed.
-                if ARG_GREEDY and PACK_LANE and (SCAN >= 2):
+                if ARG_GREEDY and PACK_LANE and (SCAN == 2):
                     # (a filtered row is not greedy: no argmax above) one sum along the lanes
                     # for a row's count above thr and, where it is one, the lane of that token,
                     # which is then the row's max: the rows with two never use a lane (SCAN;
@@ -1040,13 +1000,7 @@ def _tile_kernel(logits_ptr, row_stride, V, K1, temp_ptr, flags_ptr,
                         # a row with two: every selected token by its rank in the tile (the
                         # rows' counts' prefix plus a scan along the lanes), in id order, so
                         # the row stage needs no id sort
-                        if SCAN == 4:
-                            _defer_store(logits_ptr, row_stride, V, n, b, j, K1, t, temp,
-                                         gmask_ptr, g_sb, g_sj, has_g, flags, bits_ptr,
-                                         pval_ptr, W, thr, o, n_sel, crow, rmask, rmax, rid,
-                                         row, cpair_ptr, tcnt_ptr, C, BLOCK_V,
-                                         HAS_GRAMMAR, HAS_PATCH)
-                        elif SCAN == 2:
+                        if SCAN == 2:
                             _scan_store(logits_ptr, row_stride, V, n, b, j, K1, t, temp,
                                         gmask_ptr, g_sb, g_sj, has_g, flags, bits_ptr,
                                         pval_ptr, W, thr, o, n_sel, cpair_ptr,
@@ -1275,28 +1229,6 @@ def _slots(cpair_ptr, coff, tv):
     return tl.load(cpair_ptr + coff, mask=tv[:, None], other=NO_PAIR)
 
 
-@triton.jit
-def _deferred(logits_ptr, row_stride, V, n, b, j, K1, temp, gmask_ptr, g_sb, g_sj, has_g,
-              bits_ptr, pval_ptr, W, tiles, dfr, d_rank, d_rows, MAXT: tl.constexpr,
-              BLOCK_V: tl.constexpr, HAS_GRAMMAR: tl.constexpr, HAS_PATCH: tl.constexpr):
-    """SCAN 4: the tokens of the 32-token rows that the row's deferred tiles (`dfr`, ranked
-    `d_rank` < MAXT; `d_rows` their count words >> 8: `_defer_store`) left, processed as the
-    tile processes them, [MAXT * 64] (a tile's two rows side by side; -inf where none):
-    values and ids."""
-    NW: tl.constexpr = BLOCK_V // 32
-    ss = tl.arange(0, MAXT)
-    col = tl.arange(0, 64)
-    at = dfr[None, :] & (d_rank[None, :] == ss[:, None])  # [MAXT, T_PAD]: slot s's tile
-    dt = tl.sum(tl.where(at, tiles[None, :], 0), 1)
-    dw = tl.sum(tl.where(at, d_rows[None, :], 0), 1)
-    r = tl.where(col[None, :] < 32, dw[:, None], dw[:, None] >> 8) & 255  # (row + 1, 0: none)
-    ok = (tl.sum(at.to(tl.int32), 1) != 0)[:, None] & (r != 0)
-    eid = tl.where(ok, (dt[:, None] * NW + r - 1) * 32 + (col[None, :] & 31), -1)
-    ev = _processed(logits_ptr, n, b, j, K1, eid, V, row_stride, temp, gmask_ptr, g_sb, g_sj,
-                    has_g, bits_ptr, pval_ptr, W, HAS_GRAMMAR, HAS_PATCH)
-    return tl.reshape(ev, [MAXT * 64]), tl.reshape(eid, [MAXT * 64])
-
-
 STAMP_SLOTS = tl.constexpr(16)  # the last slots of a row's second-chance scratch
 STAMP_COUNT = tl.constexpr(15)  # the slot of the row's candidate count before the raise
 
@@ -1345,28 +1277,19 @@ def _level_fraction(n_c, i: tl.constexpr):
 
 
 @triton.jit
-def _level_sum(cv, valid, lim, m0, n_c):
-    """The valid values' counts above `_raise_by_levels`'s five bounds, packed (12-bit
-    fields)."""
-    span = tl.where(lim > float("-inf"), m0 - lim, 0.0)
-    w = tl.zeros_like(cv).to(tl.int64)
-    for i in tl.static_range(5):
-        w |= (cv > lim + span * _level_fraction(n_c, i)).to(tl.int64) << (12 * i)
-    return tl.sum(tl.where(valid, w, 0), 0)
-
-
-@triton.jit
-def _raise_by_levels(cv, valid, lim, m0, n_c, s_more, CMAX: tl.constexpr):
+def _raise_by_levels(cv, valid, lim, m0, n_c, CMAX: tl.constexpr):
     """A raised bound for the n_c > CMAX valid slots and the count above it: the counts
     above five bounds lim + (M - lim) * f in one reduction (12-bit fields), and the lowest
     bound that leaves at most CMAX; (lim, n_c) when none does (then the histogram). The
     fractions f depend on n_c (`LEVEL_FRACTIONS`); on randn * 8 rows with the kernel's
     thresholds, every raised row found a level and kept 63-128 slots, medians 114-122
     (`bench/threshold_sim.py --levels`). Any bound above lim keeps the list exact (every
-    token above it is a candidate). s_more: other values' `_level_sum` (SCAN 4's deferred
-    rows)."""
+    token above it is a candidate)."""
     span = tl.where(lim > float("-inf"), m0 - lim, 0.0)
-    s = _level_sum(cv, valid, lim, m0, n_c) + s_more
+    w = tl.zeros_like(cv).to(tl.int64)
+    for i in tl.static_range(5):
+        w |= (cv > lim + span * _level_fraction(n_c, i)).to(tl.int64) << (12 * i)
+    s = tl.sum(tl.where(valid, w, 0), 0)
     lim2 = lim
     n_2 = n_c
     for i in tl.static_range(4, -1, -1):  # the highest level first: the lowest that fits wins
@@ -1477,8 +1400,7 @@ def _finish_kernel(logits_ptr, row_stride, V, K, K1, T, temp_ptr,
                    BLOCK_V: tl.constexpr, HAS_FILTER: tl.constexpr, VERIFY: tl.constexpr,
                    Q_MODE: tl.constexpr, BLOCK_Q: tl.constexpr, HAS_ND: tl.constexpr,
                    HAS_GRAMMAR: tl.constexpr, HAS_PATCH: tl.constexpr,
-                   EARLY: tl.constexpr = False, STAMP: tl.constexpr = 0,
-                   MAXT: tl.constexpr = 0):
+                   EARLY: tl.constexpr = False, STAMP: tl.constexpr = 0):
     """Stage 2, one program per row n = (request b, position j): everything after the read.
 
     Merges the tiles (row max M, total mass S, greedy argmax). Then, per row:
@@ -1580,64 +1502,30 @@ def _finish_kernel(logits_ptr, row_stride, V, K, K1, T, temp_ptr,
             # bit 24 of a tile's count: its slots past the rows' maxima came from the atomic
             # counter, in no id order
             unordered = tl.max(cnt_t & 16777216, 0) != 0
-            if MAXT:  # SCAN 4: deferred tiles' counts in bits 0-7, their rows in 8-23
-                dfr = tv & ((cnt_t & DEFER_BIT) != 0)
-                d_rows = cnt_t >> 8
-                cnt_t = tl.where(dfr, cnt_t & 255, cnt_t & 16777215)
-                d_rank = tl.cumsum(dfr.to(tl.int32), 0) - 1
-                # (past the MAXT the finish gathers: such a tile's max alone is trusted)
-                lost = dfr & (d_rank >= MAXT)
-                dfr = dfr & (d_rank < MAXT)
-            else:
-                cnt_t = cnt_t & 16777215
-                lost = tiles < 0
+            cnt_t = cnt_t & 16777215
             # a tile that selected more than C tokens kept only C: trust its max alone
-            lim = tl.max(tl.where((cnt_t > C) | lost, tm, tb), 0)
+            lim = tl.max(tl.where(cnt_t > C, tm, tb), 0)
             cmask = tl.reshape(tv[:, None] & (cs[None, :] < tl.minimum(cnt_t, C)[:, None]),
                                [T_PAD * C])
             cp = tl.where(cmask, cp, NO_PAIR)
             cv = _pair_value(cp)
             valid = cmask & (cv > lim)
             n_c = tl.sum(valid.to(tl.int32), 0)
-            if MAXT:
-                # the deferred rows' tokens above lim (each deferred tile's bound is the
-                # row's threshold, so lim is at least that: no other bound to apply)
-                ev, eid = _deferred(logits_ptr, row_stride, V, n, b, j, K1, temp, gmask_ptr,
-                                    g_sb, g_sj, has_g, bits_ptr, pval_ptr, W, tiles, dfr,
-                                    d_rank, d_rows, MAXT, BLOCK_V, HAS_GRAMMAR, HAS_PATCH)
-                valid_e = ev > lim
-                n_c += tl.sum(valid_e.to(tl.int32), 0)
             _stamp(st, 3, n_c, STAMP)
             if STAMP:
                 tl.store(st + STAMP_COUNT, n_c.to(tl.int64))
-            LEVELS: tl.constexpr = T_PAD * C + MAXT * 64 < 4096  # (the 12-bit fields)
-            if LEVEL_RAISE and LEVELS:  # noqa: SIM102 - constexpr around runtime
+            if LEVEL_RAISE and (T_PAD * C < 4096):  # noqa: SIM102 - constexpr around runtime
                 if n_c > CMAX:  # raise L by level counts
-                    s_e = 0
-                    if MAXT:
-                        s_e = _level_sum(ev, valid_e, lim, m0, n_c)
-                    lim, n_c = _raise_by_levels(cv, valid, lim, m0, n_c, s_e, CMAX)
+                    lim, n_c = _raise_by_levels(cv, valid, lim, m0, n_c, CMAX)
                     valid = valid & (cv > lim)
-                    if MAXT:
-                        valid_e = valid_e & (ev > lim)
             if n_c > CMAX:  # (still) raise L: a log-spaced histogram of the gap to M (`_gap_bin`)
                 gb = _gap_bin(m0 - cv, 64)
-                hist = tl.histogram(gb, 64, mask=valid)
-                if MAXT:
-                    gb_e = _gap_bin(m0 - ev, 64)
-                    hist += tl.histogram(gb_e, 64, mask=valid_e)
-                cc = tl.cumsum(hist, 0)
+                cc = tl.cumsum(tl.histogram(gb, 64, mask=valid), 0)
                 top = tl.max(tl.where(cc <= CMAX, tl.arange(0, 64), -1), 0)
                 lim = tl.maximum(lim, tl.max(tl.where(valid & (gb > top), cv, float("-inf")),
                                              0))
-                if MAXT:
-                    lim = tl.maximum(lim, tl.max(tl.where(valid_e & (gb_e > top), ev,
-                                                          float("-inf")), 0))
-                    valid_e = valid_e & (ev > lim)
                 valid = valid & (cv > lim)
                 n_c = tl.sum(valid.to(tl.int32), 0)
-                if MAXT:
-                    n_c += tl.sum(valid_e.to(tl.int32), 0)
             _stamp(st, 8, n_c, STAMP)
             # compact the survivors (tile by tile, each tile's row maxima in row order: id
             # order), then, if some tile's slots came from its atomic counter, order them by
@@ -1646,12 +1534,6 @@ def _finish_kernel(logits_ptr, row_stride, V, K, K1, T, temp_ptr,
             _stamp(st, 9, slot, STAMP)
             rr = tl.arange(0, CMAX)
             _scatter64(sv_ptr + n.to(tl.int64) * CMAX + slot, cp, valid & (slot < CMAX))
-            if MAXT:  # the deferred rows' survivors after the slots', then an id sort
-                slot_e = (tl.sum(valid.to(tl.int32), 0) + tl.cumsum(valid_e.to(tl.int32), 0)
-                          - 1)
-                _scatter64(sv_ptr + n.to(tl.int64) * CMAX + slot_e, _pair(ev, eid),
-                           valid_e & (slot_e < CMAX))
-                unordered = unordered | (tl.max(valid_e.to(tl.int32), 0) != 0)
             tl.debug_barrier()
             live = rr < n_c
             pair = tl.load(sv_ptr + n.to(tl.int64) * CMAX + rr, mask=live,
