@@ -332,6 +332,11 @@ CHUNK_LANE_PRIORITY = os.environ.get("SONICSPEC_CHUNK_LANE_PRIORITY", "0") == "1
 # smaller batches, and one compilation serves every batch size; all calls on 4 warps lose
 # B = 1 (run 116: verify V = 262144 25 -> 33 us).
 CHUNK_FINISH_WARPS = int(os.environ.get("SONICSPEC_CHUNK_FINISH_WARPS", "0"))
+# SONICSPEC_CHUNK_TAIL=1 (measurement): every chunk's finish and combine kernels but the last
+# chunk's on a highest-priority stream of their own, after the chunk's whole tile kernel (an
+# event: no programmatic launch, so its programs hold no SM while they wait), so that they run
+# beside the later chunk's tile programs rather than after them all were dispatched.
+CHUNK_TAIL = os.environ.get("SONICSPEC_CHUNK_TAIL", "0") == "1"
 # Where a chunk holds CHUNK_PRE_STREAMS_MIN_ROWS rows (B (K + 1)) or more, each chunk's pre
 # kernel goes on a high-priority stream of its own, forked from the caller's: a later chunk's
 # pre kernel then waits for the logits' writer only, not for the earlier chunk's pre kernel
@@ -400,13 +405,20 @@ def _launch_on_streams(chunks: list[_Chunk], dev: torch.device) -> None:
     caller = torch.cuda.current_stream(dev)
     for high in forks:
         high.wait_stream(caller)
-    for c, high, lane in zip(chunks, highs, lanes):
+    tails = [_stream(dev, 1000 + i, CHUNK_PRIORITY) for i in range(last)] if CHUNK_TAIL else []
+    for i, (c, high, lane) in enumerate(zip(chunks, highs, lanes)):
         with torch.cuda.stream(high):
             c.pre()
         lane.wait_stream(high)
         with torch.cuda.stream(lane):
-            c.rest()
-    for lane in lanes:
+            c.tile()
+            if i == last or not CHUNK_TAIL:
+                c.tail()
+        if i < last and CHUNK_TAIL:
+            tails[i].wait_stream(lane)
+            with torch.cuda.stream(tails[i]):
+                c.tail()
+    for lane in lanes + tails:
         caller.wait_stream(lane)
     for high in forks:
         caller.wait_stream(high)
@@ -509,22 +521,36 @@ class _Chunk:
 
     def rest(self) -> None:
         """The tile, finish and (verify) combine kernels."""
-        call, head, k1, vocab = self.call, self.head, self.k1, self.vocab
-        k = k1 - 1
-        bsz = self.logits.shape[0]
-        gm = head.grammar_bitmask
+        self.tile()
+        self.tail()
+
+    def _grammar(self) -> tuple[torch.Tensor, int, int, dict[str, Any]]:
+        """The grammar words' tensor and strides, and the options common to the kernels."""
+        gm = self.head.grammar_bitmask
         if gm is not None:
             gmask, g_sb, g_sj = gm, gm.stride(0), gm.stride(1)
         else:
-            gmask, g_sb, g_sj = head.has_grammar, 0, 0
-        common = dict(HAS_GRAMMAR=gm is not None, HAS_PATCH=self.has_patch)
-        logits, stride = self.logits, self.logits.stride(1)
-        tk._tile_kernel[(bsz, k1, self.tiles)](
-            logits, stride, vocab, k1, head.temperature, head.row_flags, gmask, g_sb, g_sj,
-            self.bits, self.pval, self.words, self.thr, self.tmax, self.tsum, self.targ,
-            self.tcnt, self.tbnd, self.cpair, T_PAD=self.t_pad, C=self.c, BLOCK_V=self.bv,
-            HAS_CAND=self.has_filter, SCAN=tile_scan(vocab), **common,
+            gmask, g_sb, g_sj = self.head.has_grammar, 0, 0
+        return gmask, g_sb, g_sj, dict(HAS_GRAMMAR=gm is not None, HAS_PATCH=self.has_patch)
+
+    def tile(self) -> None:
+        """The tile kernel."""
+        head, k1, vocab = self.head, self.k1, self.vocab
+        gmask, g_sb, g_sj, common = self._grammar()
+        tk._tile_kernel[(self.logits.shape[0], k1, self.tiles)](
+            self.logits, self.logits.stride(1), vocab, k1, head.temperature, head.row_flags,
+            gmask, g_sb, g_sj, self.bits, self.pval, self.words, self.thr, self.tmax,
+            self.tsum, self.targ, self.tcnt, self.tbnd, self.cpair, T_PAD=self.t_pad, C=self.c,
+            BLOCK_V=self.bv, HAS_CAND=self.has_filter, SCAN=tile_scan(vocab), **common,
             **kernel_options("_tile_kernel", block=self.bv))
+
+    def tail(self) -> None:
+        """The finish and (verify) combine kernels."""
+        call, head, k1, vocab = self.call, self.head, self.k1, self.vocab
+        k = k1 - 1
+        bsz = self.logits.shape[0]
+        gmask, g_sb, g_sj, common = self._grammar()
+        logits, stride = self.logits, self.logits.stride(1)
         verifying = k > 0
         finish_opts = kernel_options("_finish_kernel", verifying)
         if self.chunked and CHUNK_FINISH_WARPS:
