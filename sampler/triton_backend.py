@@ -333,9 +333,13 @@ CHUNK_LANE_PRIORITY = os.environ.get("SONICSPEC_CHUNK_LANE_PRIORITY", "0") == "1
 # B = 1 (run 116: verify V = 262144 25 -> 33 us).
 CHUNK_FINISH_WARPS = int(os.environ.get("SONICSPEC_CHUNK_FINISH_WARPS", "0"))
 # SONICSPEC_CHUNK_TAIL=1 (measurement): every chunk's finish and combine kernels but the last
-# chunk's on a highest-priority stream of their own, after the chunk's whole tile kernel (an
-# event: no programmatic launch, so its programs hold no SM while they wait), so that they run
-# beside the later chunk's tile programs rather than after them all were dispatched.
+# chunk's on a highest-priority stream of their own after the chunk's tile kernel, so that
+# they run beside the later chunk's tile programs rather than after all of them were
+# dispatched. They do (run 160, timeline: verify B = 256, V = 262144, the first finish at
+# 258-281 us instead of 460-481), but the later tile kernel ends that much later (466 ->
+# 479) and the last finish takes as long after it (~21 us): same call, three repeats,
+# V = 262144, us: verify B = 256 485.5-486.0 -> 492.1-493.0, B = 64 133.1-133.2 ->
+# 136.4-136.6, sample B = 256 109.4-110.0 -> 113.1-113.5, B = 64 39.6-39.9 -> 41.2-41.3.
 CHUNK_TAIL = os.environ.get("SONICSPEC_CHUNK_TAIL", "0") == "1"
 # Where a chunk holds CHUNK_PRE_STREAMS_MIN_ROWS rows (B (K + 1)) or more, each chunk's pre
 # kernel goes on a high-priority stream of its own, forked from the caller's: a later chunk's
