@@ -387,7 +387,8 @@ _STREAMS: dict[tuple[torch.device, int, bool], torch.cuda.Stream] = {}
 
 def _stream(dev: torch.device, index: int, priority: int) -> torch.cuda.Stream:
     """The device's stream for a role (index -1 - i: chunk i's pre kernel, all of them on -1
-    unless `pre_streams`; index i >= 0: chunk i's lane) at a priority, made once."""
+    unless `pre_streams`; index i >= 0: chunk i's lane; 1000 + i: chunk i's finish and
+    combine under `CHUNK_TAIL`) at a priority, made once."""
     key = (dev, index, priority != 0)
     if key not in _STREAMS:
         _STREAMS[key] = torch.cuda.Stream(dev, priority=priority)
@@ -398,7 +399,8 @@ def _launch_on_streams(chunks: list[_Chunk], dev: torch.device) -> None:
     """The chunks' pre kernels on the device's highest-priority streams (their pending
     programs go first as the tile kernels' programs end): one after another on one stream,
     or each on its own (`pre_streams`); each chunk's other kernels on a stream of its own
-    after its pre kernel (`CHUNK_LANE_PRIORITY`); the caller's stream waits for all of them.
+    after its pre kernel (`CHUNK_LANE_PRIORITY`; under `CHUNK_TAIL` the finish and combine of
+    every chunk but the last on a stream of their own); the caller's stream waits for all.
     Stream forks and joins only: no host sync, and capturable in a CUDA graph."""
     last = len(chunks) - 1
     own = pre_streams(chunks[0].logits.shape[0] * chunks[0].k1)
@@ -457,9 +459,9 @@ class _Chunk:
     """Requests [lo, hi) of a call: their buffers, all allocated at construction on the
     caller's stream (a block freed after the call goes back to that stream, whose later work
     comes after every chunk's) and kept until the call returns (the later kernels of a
-    sequence start before the earlier ones end: `tk._after_prior`), and their two launch
-    steps, `pre` (the pre kernel) and `rest` (tile, finish and for verify combine), which
-    write the call's outputs at these requests."""
+    sequence start before the earlier ones end: `tk._after_prior`), and their launch steps,
+    `pre` (the pre kernel), `tile` (the tile kernel) and `tail` (finish and for verify
+    combine; `rest` is both), which write the call's outputs at these requests."""
 
     def __init__(self, call: _Call, lo: int, hi: int) -> None:
         head = call.head.rows(lo, hi)
