@@ -332,15 +332,6 @@ CHUNK_LANE_PRIORITY = os.environ.get("SONICSPEC_CHUNK_LANE_PRIORITY", "0") == "1
 # smaller batches, and one compilation serves every batch size; all calls on 4 warps lose
 # B = 1 (run 116: verify V = 262144 25 -> 33 us).
 CHUNK_FINISH_WARPS = int(os.environ.get("SONICSPEC_CHUNK_FINISH_WARPS", "0"))
-# SONICSPEC_CHUNK_TAIL=1 (measurement): every chunk's finish and combine kernels but the last
-# chunk's on a highest-priority stream of their own after the chunk's tile kernel, so that
-# they run beside the later chunk's tile programs rather than after all of them were
-# dispatched. They do (run 160, timeline: verify B = 256, V = 262144, the first finish at
-# 258-281 us instead of 460-481), but the later tile kernel ends that much later (466 ->
-# 479) and the last finish takes as long after it (~21 us): same call, three repeats,
-# V = 262144, us: verify B = 256 485.5-486.0 -> 492.1-493.0, B = 64 133.1-133.2 ->
-# 136.4-136.6, sample B = 256 109.4-110.0 -> 113.1-113.5, B = 64 39.6-39.9 -> 41.2-41.3.
-CHUNK_TAIL = os.environ.get("SONICSPEC_CHUNK_TAIL", "0") == "1"
 # Where a chunk holds CHUNK_PRE_STREAMS_MIN_ROWS rows (B (K + 1)) or more, each chunk's pre
 # kernel goes on a high-priority stream of its own, forked from the caller's: a later chunk's
 # pre kernel then waits for the logits' writer only, not for the earlier chunk's pre kernel
@@ -387,8 +378,7 @@ _STREAMS: dict[tuple[torch.device, int, bool], torch.cuda.Stream] = {}
 
 def _stream(dev: torch.device, index: int, priority: int) -> torch.cuda.Stream:
     """The device's stream for a role (index -1 - i: chunk i's pre kernel, all of them on -1
-    unless `pre_streams`; index i >= 0: chunk i's lane; 1000 + i: chunk i's finish and
-    combine under `CHUNK_TAIL`) at a priority, made once."""
+    unless `pre_streams`; index i >= 0: chunk i's lane) at a priority, made once."""
     key = (dev, index, priority != 0)
     if key not in _STREAMS:
         _STREAMS[key] = torch.cuda.Stream(dev, priority=priority)
@@ -399,8 +389,7 @@ def _launch_on_streams(chunks: list[_Chunk], dev: torch.device) -> None:
     """The chunks' pre kernels on the device's highest-priority streams (their pending
     programs go first as the tile kernels' programs end): one after another on one stream,
     or each on its own (`pre_streams`); each chunk's other kernels on a stream of its own
-    after its pre kernel (`CHUNK_LANE_PRIORITY`; under `CHUNK_TAIL` the finish and combine of
-    every chunk but the last on a stream of their own); the caller's stream waits for all.
+    after its pre kernel (`CHUNK_LANE_PRIORITY`); the caller's stream waits for all of them.
     Stream forks and joins only: no host sync, and capturable in a CUDA graph."""
     last = len(chunks) - 1
     own = pre_streams(chunks[0].logits.shape[0] * chunks[0].k1)
@@ -411,20 +400,13 @@ def _launch_on_streams(chunks: list[_Chunk], dev: torch.device) -> None:
     caller = torch.cuda.current_stream(dev)
     for high in forks:
         high.wait_stream(caller)
-    tails = [_stream(dev, 1000 + i, CHUNK_PRIORITY) for i in range(last)] if CHUNK_TAIL else []
-    for i, (c, high, lane) in enumerate(zip(chunks, highs, lanes)):
+    for c, high, lane in zip(chunks, highs, lanes):
         with torch.cuda.stream(high):
             c.pre()
         lane.wait_stream(high)
         with torch.cuda.stream(lane):
-            c.tile()
-            if i == last or not CHUNK_TAIL:
-                c.tail()
-        if i < last and CHUNK_TAIL:
-            tails[i].wait_stream(lane)
-            with torch.cuda.stream(tails[i]):
-                c.tail()
-    for lane in lanes + tails:
+            c.rest()
+    for lane in lanes:
         caller.wait_stream(lane)
     for high in forks:
         caller.wait_stream(high)
@@ -459,9 +441,9 @@ class _Chunk:
     """Requests [lo, hi) of a call: their buffers, all allocated at construction on the
     caller's stream (a block freed after the call goes back to that stream, whose later work
     comes after every chunk's) and kept until the call returns (the later kernels of a
-    sequence start before the earlier ones end: `tk._after_prior`), and their launch steps,
-    `pre` (the pre kernel), `tile` (the tile kernel) and `tail` (finish and for verify
-    combine; `rest` is both), which write the call's outputs at these requests."""
+    sequence start before the earlier ones end: `tk._after_prior`), and their two launch
+    steps, `pre` (the pre kernel) and `rest` (tile, finish and for verify combine), which
+    write the call's outputs at these requests."""
 
     def __init__(self, call: _Call, lo: int, hi: int) -> None:
         head = call.head.rows(lo, hi)
@@ -527,36 +509,22 @@ class _Chunk:
 
     def rest(self) -> None:
         """The tile, finish and (verify) combine kernels."""
-        self.tile()
-        self.tail()
-
-    def _grammar(self) -> tuple[torch.Tensor, int, int, dict[str, Any]]:
-        """The grammar words' tensor and strides, and the options common to the kernels."""
-        gm = self.head.grammar_bitmask
-        if gm is not None:
-            gmask, g_sb, g_sj = gm, gm.stride(0), gm.stride(1)
-        else:
-            gmask, g_sb, g_sj = self.head.has_grammar, 0, 0
-        return gmask, g_sb, g_sj, dict(HAS_GRAMMAR=gm is not None, HAS_PATCH=self.has_patch)
-
-    def tile(self) -> None:
-        """The tile kernel."""
-        head, k1, vocab = self.head, self.k1, self.vocab
-        gmask, g_sb, g_sj, common = self._grammar()
-        tk._tile_kernel[(self.logits.shape[0], k1, self.tiles)](
-            self.logits, self.logits.stride(1), vocab, k1, head.temperature, head.row_flags,
-            gmask, g_sb, g_sj, self.bits, self.pval, self.words, self.thr, self.tmax,
-            self.tsum, self.targ, self.tcnt, self.tbnd, self.cpair, T_PAD=self.t_pad, C=self.c,
-            BLOCK_V=self.bv, HAS_CAND=self.has_filter, SCAN=tile_scan(vocab), **common,
-            **kernel_options("_tile_kernel", block=self.bv))
-
-    def tail(self) -> None:
-        """The finish and (verify) combine kernels."""
         call, head, k1, vocab = self.call, self.head, self.k1, self.vocab
         k = k1 - 1
         bsz = self.logits.shape[0]
-        gmask, g_sb, g_sj, common = self._grammar()
+        gm = head.grammar_bitmask
+        if gm is not None:
+            gmask, g_sb, g_sj = gm, gm.stride(0), gm.stride(1)
+        else:
+            gmask, g_sb, g_sj = head.has_grammar, 0, 0
+        common = dict(HAS_GRAMMAR=gm is not None, HAS_PATCH=self.has_patch)
         logits, stride = self.logits, self.logits.stride(1)
+        tk._tile_kernel[(bsz, k1, self.tiles)](
+            logits, stride, vocab, k1, head.temperature, head.row_flags, gmask, g_sb, g_sj,
+            self.bits, self.pval, self.words, self.thr, self.tmax, self.tsum, self.targ,
+            self.tcnt, self.tbnd, self.cpair, T_PAD=self.t_pad, C=self.c, BLOCK_V=self.bv,
+            HAS_CAND=self.has_filter, SCAN=tile_scan(vocab), **common,
+            **kernel_options("_tile_kernel", block=self.bv))
         verifying = k > 0
         finish_opts = kernel_options("_finish_kernel", verifying)
         if self.chunked and CHUNK_FINISH_WARPS:

@@ -2,7 +2,8 @@
 # Session 33, third device call: SONICSPEC_CHUNK_TAIL=1 (every chunk's finish and combine but
 # the last chunk's on a highest-priority stream of their own after the chunk's tile kernel):
 # chunked calls against one sequence under it (eager and replays, sync debug mode "error"),
-# a same-call A/B against main (graph replays, three repeats), a timeline of both.
+# a same-call A/B against main (graph replays, three repeats), a timeline of both. The knob
+# is in `experiments/chunk-tail.diff` now (apply it on main first).
 set -uo pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 CUDA_HOME=${CUDA_HOME:-/usr/local/cuda} PYTHONPATH=$PWD
