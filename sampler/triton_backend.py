@@ -95,10 +95,6 @@ VERIFY_FINISH_MAXNREG = int(os.environ.get("SONICSPEC_VERIFY_FINISH_MAXNREG", "8
 # candidate slots together with the tile stats (one round trip fewer on its critical path).
 # SONICSPEC_FINISH_EARLY=0 restores the settings after the wait and the slots after the stats.
 FINISH_EARLY = os.environ.get("SONICSPEC_FINISH_EARLY", "1") == "1"
-# ROW_DONE: each finish program waits for its own row's tile programs (a count per row in
-# the device's shared counters, `_Call.tickets`) instead of the whole tile grid
-# (`triton_kernels._await_row`). SONICSPEC_ROW_DONE=0 restores the grid's wait.
-ROW_DONE = os.environ.get("SONICSPEC_ROW_DONE", "1") == "1"
 CMAX = 128  # candidates per row kept for the exact filters
 CMAX2 = 512  # tokens per row the second chance collects
 # Measurement (bench/sampler_probe.py stamps): the finish kernel records SM clock readings at
@@ -434,10 +430,9 @@ class _Call:
         self._tick: torch.Tensor | None = None
 
     def tickets(self) -> torch.Tensor:
-        """The device's shared counters (`_tickets`), taken once: [0, N) the rows' threshold
-        tickets, [N, 2N) their tiles' done counts (ROW_DONE)."""
+        """The threshold tickets of every row of the call (`_tickets`), taken once."""
         if self._tick is None:
-            self._tick = _tickets(2 * self.logits.shape[0] * self.logits.shape[1],
+            self._tick = _tickets(self.logits.shape[0] * self.logits.shape[1],
                                   self.logits.device)
         return self._tick
 
@@ -485,8 +480,6 @@ class _Chunk:
         self.tick = None
         if self.has_filter and thr_parts(n, sample_plan(vocab)["GB"]) > 1:
             self.tick = call.tickets()[r0:r1]
-        rows = call.logits.shape[0] * k1
-        self.done = call.tickets()[rows + r0:rows + r1] if ROW_DONE else None
         self.tmax = torch.empty(n, t_pad, **f32)
         self.tsum = torch.empty(n, t_pad, **f32)
         self.targ = torch.empty(n, t_pad, **i32)
@@ -526,39 +519,31 @@ class _Chunk:
             gmask, g_sb, g_sj = head.has_grammar, 0, 0
         common = dict(HAS_GRAMMAR=gm is not None, HAS_PATCH=self.has_patch)
         logits, stride = self.logits, self.logits.stride(1)
-        done = self.done
         tk._tile_kernel[(bsz, k1, self.tiles)](
             logits, stride, vocab, k1, head.temperature, head.row_flags, gmask, g_sb, g_sj,
             self.bits, self.pval, self.words, self.thr, self.tmax, self.tsum, self.targ,
-            self.tcnt, self.tbnd, self.cpair, self.path if done is None else done,
-            T_PAD=self.t_pad, C=self.c, BLOCK_V=self.bv, HAS_CAND=self.has_filter,
-            SCAN=tile_scan(vocab), ROW_DONE=done is not None, **common,
+            self.tcnt, self.tbnd, self.cpair, T_PAD=self.t_pad, C=self.c, BLOCK_V=self.bv,
+            HAS_CAND=self.has_filter, SCAN=tile_scan(vocab), **common,
             **kernel_options("_tile_kernel", block=self.bv))
         verifying = k > 0
-        try:  # (the tiles have counted themselves: zero them if the finish fails to launch)
-            finish_opts = kernel_options("_finish_kernel", verifying)
-            if self.chunked and CHUNK_FINISH_WARPS:
-                finish_opts["num_warps"] = CHUNK_FINISH_WARPS
-            tk._finish_kernel[(bsz * k1,)](
-                logits, stride, vocab, k, k1, self.tiles, head.temperature, gmask, g_sb, g_sj,
-                head.has_grammar, self.bits, self.pval, self.words, head.top_k, head.top_p,
-                head.min_p, head.seed, head.position, self.drafts, self.n_draft, self.q,
-                self.qid, call.q_len, self.tmax, self.tsum, self.targ, self.tcnt, self.tbnd,
-                self.cpair, self.sv, self.sv2, self.out, self.acc, self.toks, self.tokr,
-                self.path, self.path if done is None else done, T_PAD=self.t_pad, C=self.c,
-                CMAX=CMAX, CMAX2=CMAX2, BLOCK_V=self.bv, HAS_FILTER=self.has_filter,
-                VERIFY=verifying, Q_MODE=call.q_mode, BLOCK_Q=BLOCK_Q, HAS_ND=call.has_nd,
-                EARLY=FINISH_EARLY, ROW_DONE=done is not None, **common, **finish_opts,
-                **({"STAMP": True} if FINISH_STAMP else {}))
-            if verifying:
-                tk._combine_kernel[(bsz,)](self.drafts, self.n_draft, self.acc, self.toks,
-                                           self.tokr, self.out, self.n_acc, self.n_emit, k, k1,
-                                           K1_PAD=tk.next_pow2(k1), HAS_ND=call.has_nd,
-                                           **kernel_options("_combine_kernel"))
-        except BaseException:
-            if done is not None:
-                done.zero_()
-            raise
+        finish_opts = kernel_options("_finish_kernel", verifying)
+        if self.chunked and CHUNK_FINISH_WARPS:
+            finish_opts["num_warps"] = CHUNK_FINISH_WARPS
+        tk._finish_kernel[(bsz * k1,)](
+            logits, stride, vocab, k, k1, self.tiles, head.temperature, gmask, g_sb, g_sj,
+            head.has_grammar, self.bits, self.pval, self.words, head.top_k, head.top_p,
+            head.min_p, head.seed, head.position, self.drafts, self.n_draft, self.q, self.qid,
+            call.q_len, self.tmax, self.tsum, self.targ, self.tcnt, self.tbnd, self.cpair,
+            self.sv, self.sv2, self.out, self.acc, self.toks, self.tokr, self.path,
+            T_PAD=self.t_pad, C=self.c, CMAX=CMAX, CMAX2=CMAX2, BLOCK_V=self.bv,
+            HAS_FILTER=self.has_filter, VERIFY=verifying, Q_MODE=call.q_mode, BLOCK_Q=BLOCK_Q,
+            HAS_ND=call.has_nd, EARLY=FINISH_EARLY, **common, **finish_opts,
+            **({"STAMP": True} if FINISH_STAMP else {}))
+        if verifying:
+            tk._combine_kernel[(bsz,)](self.drafts, self.n_draft, self.acc, self.toks,
+                                       self.tokr, self.out, self.n_acc, self.n_emit, k, k1,
+                                       K1_PAD=tk.next_pow2(k1), HAS_ND=call.has_nd,
+                                       **kernel_options("_combine_kernel"))
 
     def stamps(self) -> torch.Tensor | None:
         """FINISH_STAMP's clock readings per row (filtered batches)."""
@@ -569,9 +554,8 @@ _TICKETS: dict[torch.device, list[torch.Tensor]] = {}
 
 
 def _tickets(rows: int, dev: torch.device) -> torch.Tensor:
-    """The threshold parts' atomic tickets and the tiles' done counts (ROW_DONE), [rows]
-    int32, zero at every call: a buffer per device that outlives the calls (each call's last
-    threshold part zeroes its row's ticket again, each finish program its row's count),
+    """The threshold parts' atomic tickets, [rows] int32, zero at every call: a buffer per
+    device that outlives the calls (each call's last part zeroes its row's ticket again),
     so no memset precedes the launch. Calls on one device run in stream order (as the
     engine and CUDA-graph replays do); a buffer first needed during a capture is made for
     that call alone (zeroed inside the graph), never kept. A larger batch takes a larger

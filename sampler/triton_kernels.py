@@ -88,73 +88,6 @@ else:
             gdc_wait()
 
 
-# The finish kernel's wait for its own row (ROW_DONE) instead of the whole tile grid: each
-# tile program counts itself done in the row's word of `done` (`_signal_row`), and the row's
-# finish program, launched by PDL once every tile program has started, polls that word
-# (`_await_row`). So the rows whose tiles ended in the tile grid's earlier waves are finished
-# while its last wave still reads, and the finish kernel's tail after the tile grid is the
-# last rows' alone. Polls sleep ROW_POLL_NS between reads; after ROW_POLL_MAX of them (far
-# beyond any tile grid) the program waits for the whole grid instead, as without ROW_DONE.
-ROW_POLL_ASM = tl.constexpr("{ nanosleep.u32 %s; ld.relaxed.gpu.global.b32 $0, [$1]; }"
-                            % os.environ.get("SONICSPEC_ROW_POLL_NS", "32"))
-ROW_POLL_MAX = tl.constexpr(1 << 20)
-
-if INTERPRET:  # (a kernel's programs run after the previous kernel's: the count is in)
-
-    @triton.jit
-    def _signal_row(done_ptr, n):
-        tl.atomic_add(done_ptr + n, 1)
-
-    @triton.jit
-    def _await_row(done_ptr, n, T):
-        """As on the GPU; a count other than T (a tile program that did not count itself, or
-        one counted twice) is recorded as -1 - count, which the backend reports."""
-        c = tl.load(done_ptr + n)
-        tl.store(done_ptr + n, tl.where(c == T, 0, -1 - c))
-
-else:
-
-    @triton.jit
-    def _signal_row(done_ptr, n):
-        """This tile program's stores are done: every thread's (the barrier), then one
-        release increment of the row's count, which `_await_row` acquires."""
-        tl.debug_barrier()
-        tl.atomic_add(done_ptr + n, 1, sem="release", scope="gpu")
-
-    @triton.jit
-    def _await_row(done_ptr, n, T):
-        """Let the next kernel launch (as `_after_prior`), then wait until the row's T tile
-        programs have counted themselves done: relaxed polls, then one acquire load, after
-        which their stores are visible. The count goes back to zero for the next call once
-        every thread has seen it (the barrier). No store of this program comes before it:
-        the tile grid may still run, on other rows (the call's buffers are all its own:
-        `triton_backend._Chunk`), and the pre kernel has finished before any tile program
-        counted itself."""
-        gdc_launch_dependents()
-        c = tl.inline_asm_elementwise("ld.relaxed.gpu.global.b32 $0, [$1];", "=r,l",
-                                      [done_ptr + n], dtype=tl.int32, is_pure=False, pack=1)
-        polls = 0
-        while (c < T) & (polls < ROW_POLL_MAX):
-            c = tl.inline_asm_elementwise(ROW_POLL_ASM, "=r,l", [done_ptr + n],
-                                          dtype=tl.int32, is_pure=False, pack=1)
-            polls += 1
-        if c < T:
-            gdc_wait()  # (never seen: the whole tile grid, as without ROW_DONE)
-        c = tl.inline_asm_elementwise("ld.acquire.gpu.global.b32 $0, [$1];", "=r,l",
-                                      [done_ptr + n], dtype=tl.int32, is_pure=False, pack=1)
-        tl.debug_barrier()
-        tl.store(done_ptr + n, c * 0)
-
-
-@triton.jit
-def _tiles_ready(done_ptr, n, T, ROW_DONE: tl.constexpr):
-    """The finish kernel's wait for the tile kernel: the row's tiles (ROW_DONE) or the grid."""
-    if ROW_DONE:
-        _await_row(done_ptr, n, T)
-    else:
-        _after_prior()
-
-
 if INTERPRET:
 
     @triton.jit
@@ -912,11 +845,10 @@ def _scan_store(logits_ptr, row_stride, V, n, b, j, K1, t, temp, gmask_ptr, g_sb
 @triton.jit
 def _tile_kernel(logits_ptr, row_stride, V, K1, temp_ptr, flags_ptr,
                  gmask_ptr, g_sb, g_sj, bits_ptr, pval_ptr, W, thr_ptr,
-                 tmax_ptr, tsum_ptr, targ_ptr, tcnt_ptr, tbnd_ptr, cpair_ptr, done_ptr,
+                 tmax_ptr, tsum_ptr, targ_ptr, tcnt_ptr, tbnd_ptr, cpair_ptr,
                  T_PAD: tl.constexpr, C: tl.constexpr, BLOCK_V: tl.constexpr,
                  HAS_GRAMMAR: tl.constexpr, HAS_PATCH: tl.constexpr, HAS_CAND: tl.constexpr,
-                 SCAN: tl.constexpr = 0, PROBE: tl.constexpr = 0,
-                 ROW_DONE: tl.constexpr = False):
+                 SCAN: tl.constexpr = 0, PROBE: tl.constexpr = 0):
     """Stage 1, one program per (row n = b (K + 1) + j, tile t): reads the tile once and
     writes its max, sum exp(x - max) and (greedy rows: the row stage uses it nowhere else)
     the lowest id of the max; for rows with a filter, also candidates.
@@ -1091,8 +1023,6 @@ def _tile_kernel(logits_ptr, row_stride, V, K1, temp_ptr, flags_ptr,
             else:
                 tl.store(tcnt_ptr + o, 0)
             tl.store(tbnd_ptr + o, tl.minimum(thr, m))
-    if ROW_DONE:  # (after every store of the program: the finish reads the row after it)
-        _signal_row(done_ptr, n)
 
 
 @triton.jit
@@ -1465,13 +1395,12 @@ def _finish_kernel(logits_ptr, row_stride, V, K, K1, T, temp_ptr,
                    draft_ptr, ndraft_ptr, q_ptr, qid_ptr, Q,
                    tmax_ptr, tsum_ptr, targ_ptr, tcnt_ptr, tbnd_ptr, cpair_ptr,
                    sv_ptr, sv2_ptr, tokens_ptr, acc_ptr, toks_ptr, tokr_ptr, path_ptr,
-                   done_ptr, T_PAD: tl.constexpr, C: tl.constexpr, CMAX: tl.constexpr,
+                   T_PAD: tl.constexpr, C: tl.constexpr, CMAX: tl.constexpr,
                    CMAX2: tl.constexpr,
                    BLOCK_V: tl.constexpr, HAS_FILTER: tl.constexpr, VERIFY: tl.constexpr,
                    Q_MODE: tl.constexpr, BLOCK_Q: tl.constexpr, HAS_ND: tl.constexpr,
                    HAS_GRAMMAR: tl.constexpr, HAS_PATCH: tl.constexpr,
-                   EARLY: tl.constexpr = False, STAMP: tl.constexpr = 0,
-                   ROW_DONE: tl.constexpr = False):
+                   EARLY: tl.constexpr = False, STAMP: tl.constexpr = 0):
     """Stage 2, one program per row n = (request b, position j): everything after the read.
 
     Merges the tiles (row max M, total mass S, greedy argmax). Then, per row:
@@ -1492,7 +1421,7 @@ def _finish_kernel(logits_ptr, row_stride, V, K, K1, T, temp_ptr,
     st = sv2_ptr + n.to(tl.int64) * CMAX2 + CMAX2 - STAMP_SLOTS  # (STAMP: clock readings)
     _stamp(st, 0, n, STAMP)
     if not EARLY:
-        _tiles_ready(done_ptr, n, T, ROW_DONE)
+        _after_prior()
     b = n // K1
     j = n % K1
     # (EARLY: the row's settings, inputs of the whole sequence, before the wait for the tile
@@ -1509,7 +1438,7 @@ def _finish_kernel(logits_ptr, row_stride, V, K, K1, T, temp_ptr,
     pos = tl.load(pos_ptr + b) + j
     filtered = _filtered(temp_raw, k, top_p, min_p)
     if EARLY:
-        _tiles_ready(done_ptr, n, T, ROW_DONE)
+        _after_prior()
     tiles = tl.arange(0, T_PAD)
     tv = tiles < T
     o = n.to(tl.int64) * T_PAD

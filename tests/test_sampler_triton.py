@@ -33,8 +33,7 @@ ROOT = Path(__file__).resolve().parents[1]
 GROUPS = {"v111": 111, "v1000": 1000, "v1000-cmax16": 1000, "v1000-cmax16-knobs-off": 1000}
 KNOBS_OFF = {"SONICSPEC_LEVEL_RAISE": "0", "SONICSPEC_PICK_FUSED": "0",
              "SONICSPEC_SUM_AT_MAX": "0", "SONICSPEC_ARG_GREEDY": "0", "SONICSPEC_PVAL_T": "0",
-             "SONICSPEC_TILE_SCAN": "0", "SONICSPEC_FINISH_EARLY": "0",
-             "SONICSPEC_ROW_DONE": "0"}
+             "SONICSPEC_TILE_SCAN": "0", "SONICSPEC_FINISH_EARLY": "0"}
 # the tile's ranked stores out of line (SCAN 2, the default above V = 65536) in the CMAX = 16
 # group, whose many filtered rows take them often; requests in chunks (`triton_backend.
 # chunk_bounds`, one after another on the CPU) in that group (5, then 2 at a time) and in
@@ -136,21 +135,7 @@ def run_group(vocab: int) -> dict[str, list]:
     b = tri.verify(peaked, drafts, batch)
     results["verify-peaked"] = (_diff(a.tokens, b.tokens) + _diff(a.num_accepted, b.num_accepted)
                                 + _diff(a.num_emitted, b.num_emitted))
-    results["counters-zero"] = _counters_zero(tri)
     return results
-
-
-def _counters_zero(tri) -> list:
-    """The device's shared counters are zero after the calls: the threshold tickets, and the
-    tiles' done counts (ROW_DONE), which each finish program takes from T back to zero (the
-    interpreter's `_await_row` leaves -1 - count where a row's count was not T)."""
-    import torch
-
-    bufs = tri._TICKETS.get(torch.device("cpu"), [])
-    if tri.ROW_DONE and not bufs:
-        return ["no counters: the calls did not count their tiles"]
-    return [f"counters left at {buf.nonzero().flatten()[:8].tolist()}: "
-            f"{buf[buf != 0][:8].tolist()}" for buf in bufs if bool(buf.any())]
 
 
 def _temperature_only(vocab: int) -> list:
