@@ -2,7 +2,8 @@
 # Session 34, first device call: ROW_DONE (each finish program waits for its own row's tile
 # programs, `triton_kernels._await_row`, instead of the whole tile grid). Chunked calls against
 # one sequence under it (eager and replays, sync debug mode "error"), a same-call A/B against
-# SONICSPEC_ROW_DONE=0 (graph replays, two repeats), then timelines of both.
+# SONICSPEC_ROW_DONE=0 (graph replays, two repeats), then timelines of both. The knob is in
+# `experiments/row-done.diff` now (apply it on main first).
 set -uo pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 CUDA_HOME=${CUDA_HOME:-/usr/local/cuda} PYTHONPATH=$PWD
