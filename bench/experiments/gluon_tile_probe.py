@@ -1,0 +1,238 @@
+"""Probe (not a sampler): the tile kernel's candidates in Gluon, with warp-level ballots.
+
+Runs 136-137 put ~16% of the tile kernel at verify B = 256, V = 262144 (69 of 431 us), and a
+third of it at V = 32000, in the filtered rows' candidates branch: the per-row counts along
+the lanes, the rows' mask and count reduced across warps, the slots and their stores. Plain
+Triton chooses the tile's layout ([NW, 32] with 4 tokens a thread, 8 threads a row), so
+per-row work is shuffles and the ranks a scan. Gluon lets the kernel choose: here a thread
+holds one lane of NW / warps consecutive 32-token rows, so a row is one register across the
+warp, a row's tokens above the threshold are one `vote.ballot` (their count and each one's
+rank in the row a popcount), and the rows' prefix is a scan along registers and warps.
+
+This probe times, on the same logits, thresholds and flags, with graph replays and the L2
+evicted (`bench.sampler.timed`):
+- `tri`: the sampler's own `_tile_kernel` (its launch options), no patch, grammar or
+  temperature: the read, the tile's max and mass, and the candidates of filtered rows;
+- `gl`: the Gluon kernel below doing the same, writing the same outputs (max, mass, argmax
+  word, count, bound and the candidate pairs in id order) in the same buffers' formats;
+- each with no row filtered (`flags` 0): the read and the stats alone.
+The outputs are compared (max, bound, count and the pairs exactly; mass to 1e-5).
+
+    python bench/experiments/gluon_tile_probe.py [--rows 64 256 320 1280]
+                                                 [--vocab 32000 128256 262144]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from functools import partial
+from pathlib import Path
+
+import torch
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+
+sys.path[0] = str(Path(__file__).resolve().parents[2])
+from bench.sampler import timed  # noqa: E402
+from sampler import triton_backend as tri  # noqa: E402
+from sampler import triton_kernels as tk  # noqa: E402
+
+
+@gluon.jit
+def _ballot(sel):
+    """Per element, the warp's mask of lanes whose element in the same register is set."""
+    return gl.inline_asm_elementwise(
+        "{ .reg .pred p; setp.ne.u32 p, $1, 0; vote.sync.ballot.b32 $0, p, -1; }", "=r,r",
+        [sel.to(gl.int32)], dtype=gl.int32, is_pure=False, pack=1)
+
+
+@gluon.jit
+def _popc(v):
+    return gl.inline_asm_elementwise("popc.b32 $0, $1;", "=r,r", [v], dtype=gl.int32,
+                                     is_pure=True, pack=1)
+
+
+@gluon.jit
+def _ex2(x):
+    return gl.inline_asm_elementwise("ex2.approx.ftz.f32 $0, $1;", "=f,f",
+                                     [x * 1.4426950408889634], dtype=gl.float32, is_pure=True,
+                                     pack=1)
+
+
+@gluon.jit
+def _add(a, b):
+    return a + b
+
+
+@gluon.jit
+def _gl_tile_kernel(logits_ptr, row_stride, V, K1, flags_ptr, thr_ptr, tmax_ptr, tsum_ptr,
+                    targ_ptr, tcnt_ptr, tbnd_ptr, cpair_ptr, T_PAD: gl.constexpr,
+                    C: gl.constexpr, BLOCK_V: gl.constexpr, WARPS: gl.constexpr,
+                    VEC: gl.constexpr):
+    """One program a (row, tile), as `_tile_kernel` (temperature 1, no patch or grammar):
+    the tile's max and mass; in filtered rows with a token above the row's threshold, every
+    such token as a pair (`tk._pair`) at its rank in the tile (id order), and their count.
+    VEC: the tile loaded 4 tokens a thread (16-byte loads, 8 threads a row), then moved to
+    the one-lane-a-token layout through shared memory."""
+    NW: gl.constexpr = BLOCK_V // 32
+    R: gl.constexpr = NW // WARPS
+    L: gl.constexpr = gl.BlockedLayout([R, 1], [1, 32], [WARPS, 1], [1, 0])
+    b = gl.program_id(0)
+    j = gl.program_id(1)
+    t = gl.program_id(2)
+    n = b * K1 + j
+    LV: gl.constexpr = gl.BlockedLayout([1, 4], [4, 8], [WARPS, 1], [1, 0])
+    LX: gl.constexpr = LV if VEC else L
+    row = gl.arange(0, NW, layout=gl.SliceLayout(1, L))
+    lane = gl.arange(0, 32, layout=gl.SliceLayout(0, L))
+    offs = (t * NW + row)[:, None] * 32 + lane[None, :]
+    flags = gl.load(flags_ptr + b)
+    offs_x = ((t * NW + gl.arange(0, NW, layout=gl.SliceLayout(1, LX)))[:, None] * 32
+              + gl.arange(0, 32, layout=gl.SliceLayout(0, LX))[None, :])
+    x_ptr = logits_ptr + n.to(gl.int64) * row_stride + offs_x
+    if (t + 1) * BLOCK_V <= V:
+        x = gl.load(x_ptr, eviction_policy="evict_first").to(gl.float32)
+    else:
+        x = gl.load(x_ptr, mask=offs_x < V, other=float("-inf"),
+                    eviction_policy="evict_first").to(gl.float32)
+    if VEC:
+        x = gl.convert_layout(x, L)
+    thr = gl.load(thr_ptr + n)
+    m = gl.max(gl.max(x, 0), 0)
+    m0 = gl.where(m > float("-inf"), m, 0.0)
+    s = gl.sum(gl.sum(_ex2(x - m0), 0), 0)
+    o = n.to(gl.int64) * T_PAD + t
+    gl.store(tmax_ptr + o, m)
+    gl.store(tsum_ptr + o, s)
+    gl.store(targ_ptr + o, 0)
+    if (flags & 1) != 0:
+        if m > thr:
+            sel = x > thr
+            bal = _ballot(sel)
+            crow = _popc(bal)  # the row's count, in every lane of it
+            below = _popc(bal & ((gl.full([32], 1, gl.int32, gl.SliceLayout(0, L)) << lane) - 1)
+                          [None, :])
+            incl = gl.associative_scan(crow, 0, _add)
+            rank = incl - crow + below
+            pair = ((offs.to(gl.int64) << 32)
+                    | (x.to(gl.int32, bitcast=True).to(gl.int64) & 0xFFFFFFFF))
+            gl.store(cpair_ptr + o * C + rank, pair, mask=sel & (rank < C))
+            n_sel = gl.max(gl.max(incl, 0), 0)
+            gl.store(tcnt_ptr + o, n_sel)
+        else:
+            gl.store(tcnt_ptr + o, 0)
+        gl.store(tbnd_ptr + o, gl.minimum(thr, m))
+
+
+def inputs(rows: int, vocab: int, filtered: float, seed: int = 1) -> dict:
+    """Logits randn * 8 (the benchmark's), each row's threshold below its ~200th largest value
+    (where the pre kernel puts it: some 150-300 tokens above), flags 1 on a share of rows."""
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    logits = torch.randn(rows, vocab, device="cuda", generator=g) * 8
+    thr = torch.topk(logits, 200, dim=1).values[:, -1].contiguous()
+    flags = (torch.arange(rows, device="cuda") % 5 < round(5 * filtered)).to(torch.int32)
+    bv = tri.block_v(vocab)
+    tiles = -(-vocab // bv)
+    t_pad = tk.next_pow2(tiles)
+    c = tri.slots(tiles)
+    f32 = dict(dtype=torch.float32, device="cuda")
+    out = dict(tmax=torch.empty(rows, t_pad, **f32), tsum=torch.empty(rows, t_pad, **f32),
+               targ=torch.empty(rows, t_pad, dtype=torch.int32, device="cuda"),
+               tcnt=torch.empty(rows, t_pad, dtype=torch.int32, device="cuda"),
+               tbnd=torch.empty(rows, t_pad, **f32),
+               cpair=torch.empty(rows, t_pad, c, dtype=torch.int64, device="cuda"))
+    return dict(logits=logits, thr=thr, flags=flags, bv=bv, tiles=tiles, t_pad=t_pad, c=c,
+                temp=torch.ones(rows, **f32), out=out)
+
+
+def run_tri(a: dict) -> None:
+    o = a["out"]
+    rows, vocab = a["logits"].shape
+    tk._tile_kernel[(rows, 1, a["tiles"])](
+        a["logits"], vocab, vocab, 1, a["temp"], a["flags"], a["flags"], 0, 0, a["flags"],
+        a["temp"], (vocab + 31) // 32, a["thr"], o["tmax"], o["tsum"], o["targ"], o["tcnt"],
+        o["tbnd"], o["cpair"], T_PAD=a["t_pad"], C=a["c"], BLOCK_V=a["bv"],
+        HAS_GRAMMAR=False, HAS_PATCH=0, HAS_CAND=True, SCAN=tri.tile_scan(vocab),
+        **tri.kernel_options("_tile_kernel", block=a["bv"]))
+
+
+def run_gl(a: dict, cfg: str = "") -> None:
+    """cfg: comma-separated `p<tokens a thread>` (default 16, as `tri.tile_warps`),
+    `r<maxnreg>`, `v` (VEC)."""
+    o = a["out"]
+    rows, vocab = a["logits"].shape
+    warps = tri.tile_warps(a["bv"])
+    opts: dict = {}
+    vec = False
+    for part in filter(None, cfg.split(",")):
+        if part[0] == "p":
+            warps = a["bv"] // int(part[1:]) // 32
+        elif part[0] == "r":
+            opts["maxnreg"] = int(part[1:])
+        elif part == "v":
+            vec = True
+    _gl_tile_kernel[(rows, 1, a["tiles"])](
+        a["logits"], vocab, vocab, 1, a["flags"], a["thr"], o["tmax"], o["tsum"], o["targ"],
+        o["tcnt"], o["tbnd"], o["cpair"], T_PAD=a["t_pad"], C=a["c"], BLOCK_V=a["bv"],
+        WARPS=warps, VEC=vec, num_warps=warps, **opts)
+
+
+def outputs(a: dict) -> dict:
+    return {k: v.clone() for k, v in a["out"].items()}
+
+
+def compare(a: dict, ref: dict, got: dict) -> str:
+    """Where the two kernels' outputs differ (filtered rows' counts, bounds and pairs)."""
+    tiles = a["tiles"]
+    filt = a["flags"] != 0
+    bad = []
+    if not torch.equal(ref["tmax"][:, :tiles], got["tmax"][:, :tiles]):
+        bad.append("tmax")
+    rel = ((ref["tsum"][:, :tiles] - got["tsum"][:, :tiles]).abs()
+           / ref["tsum"][:, :tiles]).max().item()
+    if rel > 1e-5:
+        bad.append(f"tsum {rel:.1e}")
+    for key in ("tcnt", "tbnd"):
+        if not torch.equal(ref[key][filt, :tiles], got[key][filt, :tiles]):
+            bad.append(key)
+    cnt = ref["tcnt"][filt, :tiles].clamp(max=a["c"])
+    live = torch.arange(a["c"], device="cuda") < cnt[..., None]
+    if not torch.equal(torch.where(live, ref["cpair"][filt, :tiles], 0),
+                       torch.where(live, got["cpair"][filt, :tiles], 0)):
+        bad.append("cpair")
+    return ", ".join(bad) or "equal"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rows", type=int, nargs="+", default=[64, 256, 320, 1280])
+    ap.add_argument("--vocab", type=int, nargs="+", default=[32000, 128256, 262144])
+    ap.add_argument("--iters", type=int, default=50)
+    ap.add_argument("--configs", nargs="+", default=[""],
+                    help="Gluon configs (`run_gl`), each checked against the tile kernel")
+    args = ap.parse_args()
+    print(f"{'rows':>5} {'V':>7} {'share':>5} | {'tri':>7}"
+          + "".join(f" {'gl' + c:>9}" for c in args.configs) + " | check")
+    for vocab in args.vocab:
+        for rows in args.rows:
+            for share in (0.4, 1.0, 0.0):
+                a = inputs(rows, vocab, share)
+                run_tri(a)
+                ref = outputs(a)
+                checks = []
+                for cfg in args.configs:
+                    for v in a["out"].values():
+                        v.fill_(-7)
+                    run_gl(a, cfg)
+                    checks.append(compare(a, ref, outputs(a)))
+                t_tri = timed(partial(run_tri, a), "cuda", args.iters)
+                t_gl = [timed(partial(run_gl, a, c), "cuda", args.iters)
+                        for c in args.configs]
+                print(f"{rows:>5} {vocab:>7} {share:>5.1f} | {t_tri:>7.1f}"
+                      + "".join(f" {t:>9.1f}" for t in t_gl)
+                      + f" | {'; '.join(sorted(set(checks)))}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
