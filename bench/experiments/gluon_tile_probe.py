@@ -125,6 +125,96 @@ def _gl_tile_kernel(logits_ptr, row_stride, V, K1, flags_ptr, thr_ptr, tmax_ptr,
         gl.store(tbnd_ptr + o, gl.minimum(thr, m))
 
 
+# A thread's 4 consecutive tokens of a 32-token row (inputs: their selection bits 0 / 1, the
+# thread's lanes-before mask within its row's 8 lanes, the row's 8-lane mask): outputs each
+# token's rank among the row's selected tokens, then the row's count (4 copies each).
+_PTX_RANK4 = gl.constexpr("""{
+.reg .pred q0, q1, q2, q3;
+.reg .b32 b0, b1, b2, b3, t, s, u, c;
+setp.ne.u32 q0, $8, 0;
+setp.ne.u32 q1, $9, 0;
+setp.ne.u32 q2, $10, 0;
+setp.ne.u32 q3, $11, 0;
+vote.sync.ballot.b32 b0, q0, -1;
+vote.sync.ballot.b32 b1, q1, -1;
+vote.sync.ballot.b32 b2, q2, -1;
+vote.sync.ballot.b32 b3, q3, -1;
+or.b32 t, b0, b1;
+and.b32 t, b0, $12; popc.b32 s, t;
+and.b32 t, b1, $12; popc.b32 u, t; add.u32 s, s, u;
+and.b32 t, b2, $12; popc.b32 u, t; add.u32 s, s, u;
+and.b32 t, b3, $12; popc.b32 u, t; add.u32 s, s, u;
+mov.b32 $0, s; add.u32 s, s, $8;
+mov.b32 $1, s; add.u32 s, s, $9;
+mov.b32 $2, s; add.u32 s, s, $10;
+mov.b32 $3, s;
+and.b32 t, b0, $16; popc.b32 c, t;
+and.b32 t, b1, $16; popc.b32 u, t; add.u32 c, c, u;
+and.b32 t, b2, $16; popc.b32 u, t; add.u32 c, c, u;
+and.b32 t, b3, $16; popc.b32 u, t; add.u32 c, c, u;
+mov.b32 $4, c; mov.b32 $5, c; mov.b32 $6, c; mov.b32 $7, c;
+}""")
+
+
+@gluon.jit
+def _gl_tile_kernel2(logits_ptr, row_stride, V, K1, flags_ptr, thr_ptr, tmax_ptr, tsum_ptr,
+                     targ_ptr, tcnt_ptr, tbnd_ptr, cpair_ptr, T_PAD: gl.constexpr,
+                     C: gl.constexpr, BLOCK_V: gl.constexpr, WARPS: gl.constexpr):
+    """`_gl_tile_kernel` in the sampler's own layout (the one Triton picks for the tile: 4
+    tokens a thread, 8 threads a 32-token row, 4 rows a warp): the load and the stats as
+    there; a row's selected tokens ranked by ballots, 4 tokens a thread in one PTX block
+    (`_PTX_RANK4`), the rows' counts scanned over the rows in a 1-D layout."""
+    NW: gl.constexpr = BLOCK_V // 32
+    L: gl.constexpr = gl.BlockedLayout([1, 4], [4, 8], [WARPS, 1], [1, 0])
+    b = gl.program_id(0)
+    j = gl.program_id(1)
+    t = gl.program_id(2)
+    n = b * K1 + j
+    row = gl.arange(0, NW, layout=gl.SliceLayout(1, L))
+    col = gl.arange(0, 32, layout=gl.SliceLayout(0, L))
+    offs = (t * NW + row)[:, None] * 32 + col[None, :]
+    flags = gl.load(flags_ptr + b)
+    x_ptr = logits_ptr + n.to(gl.int64) * row_stride + offs
+    if (t + 1) * BLOCK_V <= V:
+        x = gl.load(x_ptr, eviction_policy="evict_first").to(gl.float32)
+    else:
+        x = gl.load(x_ptr, mask=offs < V, other=float("-inf"),
+                    eviction_policy="evict_first").to(gl.float32)
+    thr = gl.load(thr_ptr + n)
+    m = gl.max(gl.max(x, 1), 0)
+    m0 = gl.where(m > float("-inf"), m, 0.0)
+    s = gl.sum(gl.sum(_ex2(x - m0), 1), 0)
+    o = n.to(gl.int64) * T_PAD + t
+    gl.store(tmax_ptr + o, m)
+    gl.store(tsum_ptr + o, s)
+    gl.store(targ_ptr + o, 0)
+    if (flags & 1) != 0:
+        if m > thr:
+            sel = (x > thr).to(gl.int32)
+            rw = (row % 4) * 8  # the row's first lane in its warp
+            lane = rw[:, None] + (col // 4)[None, :]
+            ltm = ((gl.full([NW, 32], 1, gl.int32, L) << lane) - 1) & (255 << rw)[:, None]
+            grp = gl.full([NW, 32], 255, gl.int32, L) << rw[:, None]
+            rin, crow = gl.inline_asm_elementwise(_PTX_RANK4, "=r,=r,=r,=r,=r,=r,=r,=r,"
+                                                  "r,r,r,r,r,r,r,r,r,r,r,r", [sel, ltm, grp],
+                                                  dtype=(gl.int32, gl.int32), is_pure=False,
+                                                  pack=4)
+            # the rows' counts (equal along a row) to one a row, scanned in a 1-D layout
+            L1: gl.constexpr = gl.BlockedLayout([1], [32], [WARPS], [0])
+            rcnt = gl.convert_layout(gl.max(crow, 1), L1)
+            incl = gl.associative_scan(rcnt, 0, _add)
+            rank = gl.convert_layout(incl - rcnt, gl.SliceLayout(1, L))[:, None] + rin
+            # a pair as two 4-byte stores (value, then id: little-endian `tk._pair`)
+            p32 = cpair_ptr.to(gl.pointer_type(gl.int32)) + (o * C + rank) * 2
+            keep = (sel != 0) & (rank < C)
+            gl.store(p32, x.to(gl.int32, bitcast=True), mask=keep)
+            gl.store(p32 + 1, offs, mask=keep)
+            gl.store(tcnt_ptr + o, gl.max(incl, 0))
+        else:
+            gl.store(tcnt_ptr + o, 0)
+        gl.store(tbnd_ptr + o, gl.minimum(thr, m))
+
+
 def inputs(rows: int, vocab: int, filtered: float, seed: int = 1) -> dict:
     """Logits randn * 8 (the benchmark's), each row's threshold below its ~200th largest value
     (where the pre kernel puts it: some 150-300 tokens above), flags 1 on a share of rows."""
@@ -159,19 +249,30 @@ def run_tri(a: dict) -> None:
 
 def run_gl(a: dict, cfg: str = "") -> None:
     """cfg: comma-separated `p<tokens a thread>` (default 16, as `tri.tile_warps`),
-    `r<maxnreg>`, `v` (VEC)."""
+    `r<maxnreg>` (`rp`: the tile kernel's cap), `v` (VEC), `k2` (`_gl_tile_kernel2`)."""
     o = a["out"]
     rows, vocab = a["logits"].shape
     warps = tri.tile_warps(a["bv"])
     opts: dict = {}
     vec = False
+    kernel2 = False
     for part in filter(None, cfg.split(",")):
         if part[0] == "p":
             warps = a["bv"] // int(part[1:]) // 32
+        elif part == "rp":  # the tile kernel's own cap
+            opts["maxnreg"] = tri.tile_maxnreg(a["bv"])
         elif part[0] == "r":
             opts["maxnreg"] = int(part[1:])
         elif part == "v":
             vec = True
+        elif part == "k2":
+            kernel2 = True
+    if kernel2:
+        _gl_tile_kernel2[(rows, 1, a["tiles"])](
+            a["logits"], vocab, vocab, 1, a["flags"], a["thr"], o["tmax"], o["tsum"],
+            o["targ"], o["tcnt"], o["tbnd"], o["cpair"], T_PAD=a["t_pad"], C=a["c"],
+            BLOCK_V=a["bv"], WARPS=warps, num_warps=warps, **opts)
+        return
     _gl_tile_kernel[(rows, 1, a["tiles"])](
         a["logits"], vocab, vocab, 1, a["flags"], a["thr"], o["tmax"], o["tsum"], o["targ"],
         o["tcnt"], o["tbnd"], o["cpair"], T_PAD=a["t_pad"], C=a["c"], BLOCK_V=a["bv"],
