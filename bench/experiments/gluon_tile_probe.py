@@ -157,13 +157,53 @@ mov.b32 $4, c; mov.b32 $5, c; mov.b32 $6, c; mov.b32 $7, c;
 
 
 @gluon.jit
+def _popc64(v):
+    return gl.inline_asm_elementwise("popc.b64 $0, $1;", "=r,l", [v], dtype=gl.int32,
+                                     is_pure=True, pack=1)
+
+
+@gluon.jit
+def _add2(a0, a1, b0, b1):
+    return a0 + b0, a1 + b1
+
+
+@gluon.jit
+def _rank_ballot(x, thr, offs, row, col, o, cpair_ptr, tcnt_ptr, C: gl.constexpr,
+                 NW: gl.constexpr, WARPS: gl.constexpr, L: gl.constexpr):
+    """Every token above thr at its rank in the tile (id order) and their count: a row's
+    ranks by ballots, 4 tokens a thread in one PTX block (`_PTX_RANK4`), the rows' counts
+    scanned over the rows in a 1-D layout."""
+    sel = (x > thr).to(gl.int32)
+    rw = (row % 4) * 8  # the row's first lane in its warp
+    lane = rw[:, None] + (col // 4)[None, :]
+    ltm = ((gl.full([NW, 32], 1, gl.int32, L) << lane) - 1) & (255 << rw)[:, None]
+    grp = gl.full([NW, 32], 255, gl.int32, L) << rw[:, None]
+    rin, crow = gl.inline_asm_elementwise(_PTX_RANK4, "=r,=r,=r,=r,=r,=r,=r,=r,"
+                                          "r,r,r,r,r,r,r,r,r,r,r,r", [sel, ltm, grp],
+                                          dtype=(gl.int32, gl.int32), is_pure=False, pack=4)
+    # the rows' counts (equal along a row) to one a row, scanned in a 1-D layout
+    L1: gl.constexpr = gl.BlockedLayout([1], [32], [WARPS], [0])
+    rcnt = gl.convert_layout(gl.max(crow, 1), L1)
+    incl = gl.associative_scan(rcnt, 0, _add)
+    rank = gl.convert_layout(incl - rcnt, gl.SliceLayout(1, L))[:, None] + rin
+    # a pair as two 4-byte stores (value, then id: little-endian `tk._pair`)
+    p32 = cpair_ptr.to(gl.pointer_type(gl.int32)) + (o * C + rank) * 2
+    keep = (sel != 0) & (rank < C)
+    gl.store(p32, x.to(gl.int32, bitcast=True), mask=keep)
+    gl.store(p32 + 1, offs, mask=keep)
+    gl.store(tcnt_ptr + o, gl.max(incl, 0))
+
+
+@gluon.jit
 def _gl_tile_kernel2(logits_ptr, row_stride, V, K1, flags_ptr, thr_ptr, tmax_ptr, tsum_ptr,
                      targ_ptr, tcnt_ptr, tbnd_ptr, cpair_ptr, T_PAD: gl.constexpr,
-                     C: gl.constexpr, BLOCK_V: gl.constexpr, WARPS: gl.constexpr):
+                     C: gl.constexpr, BLOCK_V: gl.constexpr, WARPS: gl.constexpr,
+                     COMMON: gl.constexpr):
     """`_gl_tile_kernel` in the sampler's own layout (the one Triton picks for the tile: 4
     tokens a thread, 8 threads a 32-token row, 4 rows a warp): the load and the stats as
-    there; a row's selected tokens ranked by ballots, 4 tokens a thread in one PTX block
-    (`_PTX_RANK4`), the rows' counts scanned over the rows in a 1-D layout."""
+    there, the candidates by `_rank_ballot`. COMMON: as `_tile_kernel` does, the rows' maxima
+    above thr take the slots by a popcount over the rows' mask when no row holds two, and
+    only other tiles rank by ballots."""
     NW: gl.constexpr = BLOCK_V // 32
     L: gl.constexpr = gl.BlockedLayout([1, 4], [4, 8], [WARPS, 1], [1, 0])
     b = gl.program_id(0)
@@ -181,7 +221,8 @@ def _gl_tile_kernel2(logits_ptr, row_stride, V, K1, flags_ptr, thr_ptr, tmax_ptr
         x = gl.load(x_ptr, mask=offs < V, other=float("-inf"),
                     eviction_policy="evict_first").to(gl.float32)
     thr = gl.load(thr_ptr + n)
-    m = gl.max(gl.max(x, 1), 0)
+    rmax = gl.max(x, 1)
+    m = gl.max(rmax, 0)
     m0 = gl.where(m > float("-inf"), m, 0.0)
     s = gl.sum(gl.sum(_ex2(x - m0), 1), 0)
     o = n.to(gl.int64) * T_PAD + t
@@ -190,26 +231,25 @@ def _gl_tile_kernel2(logits_ptr, row_stride, V, K1, flags_ptr, thr_ptr, tmax_ptr
     gl.store(targ_ptr + o, 0)
     if (flags & 1) != 0:
         if m > thr:
-            sel = (x > thr).to(gl.int32)
-            rw = (row % 4) * 8  # the row's first lane in its warp
-            lane = rw[:, None] + (col // 4)[None, :]
-            ltm = ((gl.full([NW, 32], 1, gl.int32, L) << lane) - 1) & (255 << rw)[:, None]
-            grp = gl.full([NW, 32], 255, gl.int32, L) << rw[:, None]
-            rin, crow = gl.inline_asm_elementwise(_PTX_RANK4, "=r,=r,=r,=r,=r,=r,=r,=r,"
-                                                  "r,r,r,r,r,r,r,r,r,r,r,r", [sel, ltm, grp],
-                                                  dtype=(gl.int32, gl.int32), is_pure=False,
-                                                  pack=4)
-            # the rows' counts (equal along a row) to one a row, scanned in a 1-D layout
-            L1: gl.constexpr = gl.BlockedLayout([1], [32], [WARPS], [0])
-            rcnt = gl.convert_layout(gl.max(crow, 1), L1)
-            incl = gl.associative_scan(rcnt, 0, _add)
-            rank = gl.convert_layout(incl - rcnt, gl.SliceLayout(1, L))[:, None] + rin
-            # a pair as two 4-byte stores (value, then id: little-endian `tk._pair`)
-            p32 = cpair_ptr.to(gl.pointer_type(gl.int32)) + (o * C + rank) * 2
-            keep = (sel != 0) & (rank < C)
-            gl.store(p32, x.to(gl.int32, bitcast=True), mask=keep)
-            gl.store(p32 + 1, offs, mask=keep)
-            gl.store(tcnt_ptr + o, gl.max(incl, 0))
+            if COMMON:
+                pk = gl.sum(gl.where(x > thr, 65536 + col[None, :], 0), 1)
+                crow = pk >> 16
+                over = crow > 0
+                one = gl.full([NW], 1, gl.int64, gl.SliceLayout(1, L))
+                rbit = gl.where(over, one << row.to(gl.int64), 0)
+                rmask, n_sel = gl.reduce((rbit, crow), 0, _add2)
+                if n_sel > _popc64(rmask):
+                    _rank_ballot(x, thr, offs, row, col, o, cpair_ptr, tcnt_ptr, C, NW, WARPS,
+                                 L)
+                else:
+                    slot = _popc64(rmask & ((one << row.to(gl.int64)) - 1))
+                    rid = (t * NW + row) * 32 + (pk & 65535)
+                    pair = ((rid.to(gl.int64) << 32)
+                            | (rmax.to(gl.int32, bitcast=True).to(gl.int64) & 0xFFFFFFFF))
+                    gl.store(cpair_ptr + o * C + slot, pair, mask=over & (slot < C))
+                    gl.store(tcnt_ptr + o, n_sel)
+            else:
+                _rank_ballot(x, thr, offs, row, col, o, cpair_ptr, tcnt_ptr, C, NW, WARPS, L)
         else:
             gl.store(tcnt_ptr + o, 0)
         gl.store(tbnd_ptr + o, gl.minimum(thr, m))
@@ -236,26 +276,38 @@ def inputs(rows: int, vocab: int, filtered: float, seed: int = 1) -> dict:
                 temp=torch.ones(rows, **f32), out=out)
 
 
-def run_tri(a: dict) -> None:
+def run_tri(a: dict, cfg: str = "") -> None:
+    """cfg: comma-separated `nopdl` (launched without PDL), `nocand` (HAS_CAND off),
+    `r<maxnreg>`."""
     o = a["out"]
     rows, vocab = a["logits"].shape
+    opts = tri.kernel_options("_tile_kernel", block=a["bv"])
+    cand = True
+    for part in filter(None, cfg.split(",")):
+        if part == "nopdl":
+            opts.pop("launch_pdl", None)
+        elif part == "nocand":
+            cand = False
+        elif part[0] == "r":
+            opts["maxnreg"] = int(part[1:])
     tk._tile_kernel[(rows, 1, a["tiles"])](
         a["logits"], vocab, vocab, 1, a["temp"], a["flags"], a["flags"], 0, 0, a["flags"],
         a["temp"], (vocab + 31) // 32, a["thr"], o["tmax"], o["tsum"], o["targ"], o["tcnt"],
         o["tbnd"], o["cpair"], T_PAD=a["t_pad"], C=a["c"], BLOCK_V=a["bv"],
-        HAS_GRAMMAR=False, HAS_PATCH=0, HAS_CAND=True, SCAN=tri.tile_scan(vocab),
-        **tri.kernel_options("_tile_kernel", block=a["bv"]))
+        HAS_GRAMMAR=False, HAS_PATCH=0, HAS_CAND=cand, SCAN=tri.tile_scan(vocab), **opts)
 
 
 def run_gl(a: dict, cfg: str = "") -> None:
     """cfg: comma-separated `p<tokens a thread>` (default 16, as `tri.tile_warps`),
-    `r<maxnreg>` (`rp`: the tile kernel's cap), `v` (VEC), `k2` (`_gl_tile_kernel2`)."""
+    `r<maxnreg>` (`rp`: the tile kernel's cap), `v` (VEC), `k2` (`_gl_tile_kernel2`), `k3`
+    (the same with COMMON)."""
     o = a["out"]
     rows, vocab = a["logits"].shape
     warps = tri.tile_warps(a["bv"])
     opts: dict = {}
     vec = False
     kernel2 = False
+    common = False
     for part in filter(None, cfg.split(",")):
         if part[0] == "p":
             warps = a["bv"] // int(part[1:]) // 32
@@ -267,11 +319,13 @@ def run_gl(a: dict, cfg: str = "") -> None:
             vec = True
         elif part == "k2":
             kernel2 = True
+        elif part == "k3":
+            kernel2 = common = True
     if kernel2:
         _gl_tile_kernel2[(rows, 1, a["tiles"])](
             a["logits"], vocab, vocab, 1, a["flags"], a["thr"], o["tmax"], o["tsum"],
             o["targ"], o["tcnt"], o["tbnd"], o["cpair"], T_PAD=a["t_pad"], C=a["c"],
-            BLOCK_V=a["bv"], WARPS=warps, num_warps=warps, **opts)
+            BLOCK_V=a["bv"], WARPS=warps, COMMON=common, num_warps=warps, **opts)
         return
     _gl_tile_kernel[(rows, 1, a["tiles"])](
         a["logits"], vocab, vocab, 1, a["flags"], a["thr"], o["tmax"], o["tsum"], o["targ"],
@@ -310,14 +364,19 @@ def main() -> None:
     ap.add_argument("--rows", type=int, nargs="+", default=[64, 256, 320, 1280])
     ap.add_argument("--vocab", type=int, nargs="+", default=[32000, 128256, 262144])
     ap.add_argument("--iters", type=int, default=50)
+    ap.add_argument("--shares", type=float, nargs="+", default=[0.4, 1.0, 0.0],
+                    help="shares of filtered rows")
+    ap.add_argument("--tri-configs", nargs="*", default=[],
+                    help="more tile kernel configs (`run_tri`), timed only")
     ap.add_argument("--configs", nargs="+", default=[""],
                     help="Gluon configs (`run_gl`), each checked against the tile kernel")
     args = ap.parse_args()
     print(f"{'rows':>5} {'V':>7} {'share':>5} | {'tri':>7}"
+          + "".join(f" {'tri' + c:>11}" for c in args.tri_configs)
           + "".join(f" {'gl' + c:>9}" for c in args.configs) + " | check")
     for vocab in args.vocab:
         for rows in args.rows:
-            for share in (0.4, 1.0, 0.0):
+            for share in args.shares:
                 a = inputs(rows, vocab, share)
                 run_tri(a)
                 ref = outputs(a)
@@ -327,10 +386,12 @@ def main() -> None:
                         v.fill_(-7)
                     run_gl(a, cfg)
                     checks.append(compare(a, ref, outputs(a)))
-                t_tri = timed(partial(run_tri, a), "cuda", args.iters)
+                t_tri = [timed(partial(run_tri, a, c), "cuda", args.iters)
+                         for c in ["", *args.tri_configs]]
                 t_gl = [timed(partial(run_gl, a, c), "cuda", args.iters)
                         for c in args.configs]
-                print(f"{rows:>5} {vocab:>7} {share:>5.1f} | {t_tri:>7.1f}"
+                print(f"{rows:>5} {vocab:>7} {share:>5.1f} | {t_tri[0]:>7.1f}"
+                      + "".join(f" {t:>11.1f}" for t in t_tri[1:])
                       + "".join(f" {t:>9.1f}" for t in t_gl)
                       + f" | {'; '.join(sorted(set(checks)))}", flush=True)
 
