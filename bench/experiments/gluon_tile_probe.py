@@ -30,6 +30,8 @@ from functools import partial
 from pathlib import Path
 
 import torch
+import triton
+import triton.language as tl
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 
@@ -255,6 +257,42 @@ def _gl_tile_kernel2(logits_ptr, row_stride, V, K1, flags_ptr, thr_ptr, tmax_ptr
         gl.store(tbnd_ptr + o, gl.minimum(thr, m))
 
 
+@triton.jit
+def _tri_stats_kernel(logits_ptr, row_stride, V, K1, temp_ptr, flags_ptr, thr_ptr, tmax_ptr,
+                      tsum_ptr, targ_ptr, T_PAD: tl.constexpr, BLOCK_V: tl.constexpr,
+                      TEMP: tl.constexpr, FLAT: tl.constexpr):
+    """The tile's max and mass alone in plain Triton, as `_gl_tile_kernel2` computes them
+    (rows' maxima, then over the rows; the mass by rows, then over the rows), to tell what
+    of the tile kernel's read at tiles of 1024 is Triton's and what its extra steps'. TEMP:
+    the temperature loaded first and divided by where it is not 1, as the tile kernel does;
+    FLAT: the mass summed over the tile as one 1-D tensor (the tile kernel's SUM_AT_MAX)."""
+    NW: tl.constexpr = BLOCK_V // 32
+    b = tl.program_id(0)
+    j = tl.program_id(1)
+    t = tl.program_id(2)
+    n = b * K1 + j
+    if TEMP:
+        temp = tl.load(temp_ptr + b)
+    flags = tl.load(flags_ptr + b)
+    row = tl.arange(0, NW)
+    offs = (t * NW + row)[:, None] * 32 + tl.arange(0, 32)[None, :]
+    x = tk._tile_load(logits_ptr, row_stride, n, t, offs, V, BLOCK_V, "evict_first")
+    thr = tl.load(thr_ptr + n)
+    if TEMP:
+        x = tk._tile_div(x, temp)
+    m = tl.max(tl.max(x, 1), 0)
+    m0 = tl.where(m > float("-inf"), m, 0.0)
+    e = tk._mass_exp(x - m0, 1.0)
+    if FLAT:
+        s = tl.sum(tl.reshape(e, [BLOCK_V], can_reorder=True), 0)
+    else:
+        s = tl.sum(tl.sum(e, 1), 0)
+    o = n.to(tl.int64) * T_PAD + t
+    tl.store(tmax_ptr + o, m)
+    tl.store(tsum_ptr + o, s + (flags & 0) + thr * 0.0)
+    tl.store(targ_ptr + o, 0)
+
+
 def inputs(rows: int, vocab: int, filtered: float, seed: int = 1) -> dict:
     """Logits randn * 8 (the benchmark's), each row's threshold below its ~200th largest value
     (where the pre kernel puts it: some 150-300 tokens above), flags 1 on a share of rows."""
@@ -278,18 +316,26 @@ def inputs(rows: int, vocab: int, filtered: float, seed: int = 1) -> dict:
 
 def run_tri(a: dict, cfg: str = "") -> None:
     """cfg: comma-separated `nopdl` (launched without PDL), `nocand` (HAS_CAND off),
-    `r<maxnreg>`."""
+    `r<maxnreg>`; `stats` (`_tri_stats_kernel` instead, with `temp`, `flat`: its knobs)."""
     o = a["out"]
     rows, vocab = a["logits"].shape
     opts = tri.kernel_options("_tile_kernel", block=a["bv"])
     cand = True
-    for part in filter(None, cfg.split(",")):
+    parts = set(filter(None, cfg.split(",")))
+    for part in parts:
         if part == "nopdl":
             opts.pop("launch_pdl", None)
         elif part == "nocand":
             cand = False
         elif part[0] == "r":
             opts["maxnreg"] = int(part[1:])
+    if "stats" in parts:
+        opts.pop("launch_pdl", None)
+        _tri_stats_kernel[(rows, 1, a["tiles"])](
+            a["logits"], vocab, vocab, 1, a["temp"], a["flags"], a["thr"], o["tmax"],
+            o["tsum"], o["targ"], T_PAD=a["t_pad"], BLOCK_V=a["bv"], TEMP="temp" in parts,
+            FLAT="flat" in parts, **opts)
+        return
     tk._tile_kernel[(rows, 1, a["tiles"])](
         a["logits"], vocab, vocab, 1, a["temp"], a["flags"], a["flags"], 0, 0, a["flags"],
         a["temp"], (vocab + 31) // 32, a["thr"], o["tmax"], o["tsum"], o["targ"], o["tcnt"],
