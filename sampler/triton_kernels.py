@@ -736,6 +736,9 @@ PACK_LANE = tl.constexpr(os.environ.get("SONICSPEC_PACK_LANE", "1") == "1")
 # batches with filters compile to the same SASS as before. SONICSPEC_LAZY_TEMP=0 divides
 # every token.
 LAZY_TEMP = tl.constexpr(os.environ.get("SONICSPEC_LAZY_TEMP", "1") == "1")
+# The tile kernel loads its row's settings (temperature, flags) after the tile, not before
+# (`_tile_kernel`). SONICSPEC_TILE_SETTINGS_FIRST=1 (measurement) restores the old order.
+SETTINGS_FIRST = tl.constexpr(os.environ.get("SONICSPEC_TILE_SETTINGS_FIRST", "0") == "1")
 
 
 @triton.jit
@@ -885,19 +888,26 @@ def _tile_kernel(logits_ptr, row_stride, V, K1, temp_ptr, flags_ptr,
     j = tl.program_id(1)
     t = tl.program_id(2)
     n = b * K1 + j
-    # The row's settings first, in flight with the tile, and its threshold right after the
-    # wait (loads after the stats' stores would each wait a round trip at the program's end).
-    temp_raw = tl.load(temp_ptr + b)
-    temp = tl.where(temp_raw == 0, 1.0, temp_raw)
-    flags = tl.load(flags_ptr + b)  # (SamplingBatch.row_flags: filtered, patched, grammar)
-    has_g = flags & 4
     NW: tl.constexpr = BLOCK_V // 32
     tl.static_assert(NW <= 64)  # (the candidates' row mask is one int64)
     row = tl.arange(0, NW)
     word = t * NW + row
     lane = tl.arange(0, 32)
     offs = word[:, None] * 32 + lane[None, :]
+    # The tile first, then the row's settings, in flight with it, and its threshold right
+    # after the wait (loads after the stats' stores would each wait a round trip at the
+    # program's end). Loaded before the tile (SETTINGS_FIRST), the settings' first uses
+    # (the temperature's select, their moves to uniform registers) were scheduled before
+    # the tile's loads, which then waited for them: two round trips a program, not one.
+    if SETTINGS_FIRST:
+        temp_raw = tl.load(temp_ptr + b)
+        flags = tl.load(flags_ptr + b)
     x = _tile_load(logits_ptr, row_stride, n, t, offs, V, BLOCK_V, X_EVICT)
+    if not SETTINGS_FIRST:
+        temp_raw = tl.load(temp_ptr + b)
+        flags = tl.load(flags_ptr + b)
+    temp = tl.where(temp_raw == 0, 1.0, temp_raw)
+    has_g = flags & 4  # (flags: SamplingBatch.row_flags: filtered, patched, grammar)
     if HAS_PATCH or HAS_CAND:
         _after_prior()
     filt = False
