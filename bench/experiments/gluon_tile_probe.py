@@ -260,18 +260,23 @@ def _gl_tile_kernel2(logits_ptr, row_stride, V, K1, flags_ptr, thr_ptr, tmax_ptr
 @triton.jit
 def _tri_stats_kernel(logits_ptr, row_stride, V, K1, temp_ptr, flags_ptr, thr_ptr, tmax_ptr,
                       tsum_ptr, targ_ptr, T_PAD: tl.constexpr, BLOCK_V: tl.constexpr,
-                      TEMP: tl.constexpr, FLAT: tl.constexpr):
+                      TEMP: tl.constexpr, FLAT: tl.constexpr, PRIOR: tl.constexpr,
+                      GREEDY: tl.constexpr):
     """The tile's max and mass alone in plain Triton, as `_gl_tile_kernel2` computes them
     (rows' maxima, then over the rows; the mass by rows, then over the rows), to tell what
     of the tile kernel's read at tiles of 1024 is Triton's and what its extra steps'. TEMP:
     the temperature loaded first and divided by where it is not 1, as the tile kernel does;
-    FLAT: the mass summed over the tile as one 1-D tensor (the tile kernel's SUM_AT_MAX)."""
+    FLAT: the mass summed over the tile as one 1-D tensor (the tile kernel's SUM_AT_MAX);
+    PRIOR: `tk._after_prior` first, as the tile kernel without candidates or patch; GREEDY:
+    the argmax in rows of temperature 0 (ARG_GREEDY), behind a runtime branch."""
+    if PRIOR:
+        tk._after_prior()
     NW: tl.constexpr = BLOCK_V // 32
     b = tl.program_id(0)
     j = tl.program_id(1)
     t = tl.program_id(2)
     n = b * K1 + j
-    if TEMP:
+    if TEMP or GREEDY:
         temp = tl.load(temp_ptr + b)
     flags = tl.load(flags_ptr + b)
     row = tl.arange(0, NW)
@@ -280,7 +285,15 @@ def _tri_stats_kernel(logits_ptr, row_stride, V, K1, temp_ptr, flags_ptr, thr_pt
     thr = tl.load(thr_ptr + n)
     if TEMP:
         x = tk._tile_div(x, temp)
-    m = tl.max(tl.max(x, 1), 0)
+    rmax = tl.max(x, 1)
+    arg = tl.full((), 0, tl.int32)
+    if GREEDY:
+        if temp == 0:
+            m, arg = tk._max_arg(rmax, tk._row_lane(x, rmax, tl.arange(0, 32)), t * NW + row)
+        else:
+            m = tl.max(rmax, 0)
+    else:
+        m = tl.max(rmax, 0)
     m0 = tl.where(m > float("-inf"), m, 0.0)
     e = tk._mass_exp(x - m0, 1.0)
     if FLAT:
@@ -290,7 +303,7 @@ def _tri_stats_kernel(logits_ptr, row_stride, V, K1, temp_ptr, flags_ptr, thr_pt
     o = n.to(tl.int64) * T_PAD + t
     tl.store(tmax_ptr + o, m)
     tl.store(tsum_ptr + o, s + (flags & 0) + thr * 0.0)
-    tl.store(targ_ptr + o, 0)
+    tl.store(targ_ptr + o, arg)
 
 
 def inputs(rows: int, vocab: int, filtered: float, seed: int = 1) -> dict:
@@ -316,7 +329,8 @@ def inputs(rows: int, vocab: int, filtered: float, seed: int = 1) -> dict:
 
 def run_tri(a: dict, cfg: str = "") -> None:
     """cfg: comma-separated `nopdl` (launched without PDL), `nocand` (HAS_CAND off),
-    `r<maxnreg>`; `stats` (`_tri_stats_kernel` instead, with `temp`, `flat`: its knobs)."""
+    `r<maxnreg>`; `stats` (`_tri_stats_kernel` instead, with `temp`, `flat`, `prior`,
+    `greedy`: its knobs)."""
     o = a["out"]
     rows, vocab = a["logits"].shape
     opts = tri.kernel_options("_tile_kernel", block=a["bv"])
@@ -334,7 +348,7 @@ def run_tri(a: dict, cfg: str = "") -> None:
         _tri_stats_kernel[(rows, 1, a["tiles"])](
             a["logits"], vocab, vocab, 1, a["temp"], a["flags"], a["thr"], o["tmax"],
             o["tsum"], o["targ"], T_PAD=a["t_pad"], BLOCK_V=a["bv"], TEMP="temp" in parts,
-            FLAT="flat" in parts, **opts)
+            FLAT="flat" in parts, PRIOR="prior" in parts, GREEDY="greedy" in parts, **opts)
         return
     tk._tile_kernel[(rows, 1, a["tiles"])](
         a["logits"], vocab, vocab, 1, a["temp"], a["flags"], a["flags"], 0, 0, a["flags"],
