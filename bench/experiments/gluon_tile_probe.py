@@ -34,6 +34,7 @@ import triton
 import triton.language as tl
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
+from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait
 
 sys.path[0] = str(Path(__file__).resolve().parents[2])
 from bench.sampler import timed  # noqa: E402
@@ -261,16 +262,23 @@ def _gl_tile_kernel2(logits_ptr, row_stride, V, K1, flags_ptr, thr_ptr, tmax_ptr
 def _tri_stats_kernel(logits_ptr, row_stride, V, K1, temp_ptr, flags_ptr, thr_ptr, tmax_ptr,
                       tsum_ptr, targ_ptr, T_PAD: tl.constexpr, BLOCK_V: tl.constexpr,
                       TEMP: tl.constexpr, FLAT: tl.constexpr, PRIOR: tl.constexpr,
-                      GREEDY: tl.constexpr):
+                      GREEDY: tl.constexpr, PWAIT: tl.constexpr = False,
+                      PLAUNCH: tl.constexpr = False, PLATE: tl.constexpr = False):
     """The tile's max and mass alone in plain Triton, as `_gl_tile_kernel2` computes them
     (rows' maxima, then over the rows; the mass by rows, then over the rows), to tell what
     of the tile kernel's read at tiles of 1024 is Triton's and what its extra steps'. TEMP:
     the temperature loaded first and divided by where it is not 1, as the tile kernel does;
     FLAT: the mass summed over the tile as one 1-D tensor (the tile kernel's SUM_AT_MAX);
     PRIOR: `tk._after_prior` first, as the tile kernel without candidates or patch; GREEDY:
-    the argmax in rows of temperature 0 (ARG_GREEDY), behind a runtime branch."""
+    the argmax in rows of temperature 0 (ARG_GREEDY), behind a runtime branch. PWAIT /
+    PLAUNCH: griddepcontrol's wait / launch_dependents alone first; PLATE: `_after_prior`
+    after the tile's load instead of first."""
     if PRIOR:
         tk._after_prior()
+    if PWAIT:
+        gdc_wait()
+    if PLAUNCH:
+        gdc_launch_dependents()
     NW: tl.constexpr = BLOCK_V // 32
     b = tl.program_id(0)
     j = tl.program_id(1)
@@ -282,6 +290,8 @@ def _tri_stats_kernel(logits_ptr, row_stride, V, K1, temp_ptr, flags_ptr, thr_pt
     row = tl.arange(0, NW)
     offs = (t * NW + row)[:, None] * 32 + tl.arange(0, 32)[None, :]
     x = tk._tile_load(logits_ptr, row_stride, n, t, offs, V, BLOCK_V, "evict_first")
+    if PLATE:
+        tk._after_prior()
     thr = tl.load(thr_ptr + n)
     if TEMP:
         x = tk._tile_div(x, temp)
@@ -330,7 +340,7 @@ def inputs(rows: int, vocab: int, filtered: float, seed: int = 1) -> dict:
 def run_tri(a: dict, cfg: str = "") -> None:
     """cfg: comma-separated `nopdl` (launched without PDL), `nocand` (HAS_CAND off),
     `r<maxnreg>`; `stats` (`_tri_stats_kernel` instead, with `temp`, `flat`, `prior`,
-    `greedy`: its knobs)."""
+    `greedy`, `pwait`, `plaunch`, `plate`: its knobs)."""
     o = a["out"]
     rows, vocab = a["logits"].shape
     opts = tri.kernel_options("_tile_kernel", block=a["bv"])
@@ -348,7 +358,8 @@ def run_tri(a: dict, cfg: str = "") -> None:
         _tri_stats_kernel[(rows, 1, a["tiles"])](
             a["logits"], vocab, vocab, 1, a["temp"], a["flags"], a["thr"], o["tmax"],
             o["tsum"], o["targ"], T_PAD=a["t_pad"], BLOCK_V=a["bv"], TEMP="temp" in parts,
-            FLAT="flat" in parts, PRIOR="prior" in parts, GREEDY="greedy" in parts, **opts)
+            FLAT="flat" in parts, PRIOR="prior" in parts, GREEDY="greedy" in parts,
+            PWAIT="pwait" in parts, PLAUNCH="plaunch" in parts, PLATE="plate" in parts, **opts)
         return
     tk._tile_kernel[(rows, 1, a["tiles"])](
         a["logits"], vocab, vocab, 1, a["temp"], a["flags"], a["flags"], 0, 0, a["flags"],
