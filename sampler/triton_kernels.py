@@ -59,13 +59,13 @@ else:
 if INTERPRET:  # (griddepcontrol is inline PTX: the interpreter cannot run it)
 
     @triton.jit
-    def _after_prior(RELEASE_LATE: tl.constexpr = False, LAST: tl.constexpr = 0):
+    def _after_prior(RELEASE_LATE: tl.constexpr = False):
         pass
 
 else:
 
     @triton.jit
-    def _after_prior(RELEASE_LATE: tl.constexpr = False, LAST: tl.constexpr = 0):
+    def _after_prior(RELEASE_LATE: tl.constexpr = False):
         """Programmatic dependent launch: let the next kernel of the sequence launch now
         (its programs wait for this grid to finish before reading what it writes), then wait
         for the previous grid to finish and its writes to be visible. Kernels launched with
@@ -79,28 +79,12 @@ else:
         RELEASE_LATE (the pre kernel): wait first, then let the next kernel launch. Every
         program of this grid has then seen the previous grid finish, so the next kernel (the
         tile kernel) starts only after whatever wrote the logits has finished, and may read
-        the logits before its own wait, while this grid drains.
-
-        LAST > 0: only the grid's last LAST programs in launch order (x fastest) let the next
-        kernel launch; the others let it by exiting. The next kernel launches once every
-        program has done one or the other, so with LAST at least a wave of resident programs
-        it launches as early as before, while most programs of a large grid skip the
-        instruction: on an H200 it costs a grid of small programs ~20% of its read (tiles of
-        1024 on 2 warps, 1280 rows at V = 128256: 165 -> 199 us; bench/NOTES-sampler.md,
-        runs 169-170)."""
+        the logits before its own wait, while this grid drains."""
         if RELEASE_LATE:
             gdc_wait()
             gdc_launch_dependents()
         else:
-            if LAST > 0:
-                n0 = tl.num_programs(0)
-                n01 = n0 * tl.num_programs(1)
-                lin = (tl.program_id(0) + n0 * tl.program_id(1)
-                       + n01 * tl.program_id(2).to(tl.int64))
-                if lin >= n01 * tl.num_programs(2).to(tl.int64) - LAST:
-                    gdc_launch_dependents()
-            else:
-                gdc_launch_dependents()
+            gdc_launch_dependents()
             gdc_wait()
 
 
@@ -752,10 +736,6 @@ PACK_LANE = tl.constexpr(os.environ.get("SONICSPEC_PACK_LANE", "1") == "1")
 # batches with filters compile to the same SASS as before. SONICSPEC_LAZY_TEMP=0 divides
 # every token.
 LAZY_TEMP = tl.constexpr(os.environ.get("SONICSPEC_LAZY_TEMP", "1") == "1")
-# Programs of the tile kernel that let the next kernel launch early: the grid's last
-# TILE_TRIGGER_LAST in launch order (`_after_prior`'s LAST; above a wave of resident tile
-# programs, ~2400 on an H200). SONICSPEC_TILE_TRIGGER_LAST=0: every program (measurement).
-TILE_TRIGGER_LAST = tl.constexpr(int(os.environ.get("SONICSPEC_TILE_TRIGGER_LAST", "4096")))
 # The tile kernel loads its row's settings (temperature, flags) after the tile, not before
 # (`_tile_kernel`). SONICSPEC_TILE_SETTINGS_FIRST=1 (measurement) restores the old order.
 SETTINGS_FIRST = tl.constexpr(os.environ.get("SONICSPEC_TILE_SETTINGS_FIRST", "0") == "1")
@@ -901,7 +881,7 @@ def _tile_kernel(logits_ptr, row_stride, V, K1, temp_ptr, flags_ptr,
     # thresholds and patch: the read overlaps the pre kernel's last programs. As the first
     # kernel of the sequence, this one waits before reading anything.
     if not (HAS_PATCH or HAS_CAND):
-        _after_prior(LAST=TILE_TRIGGER_LAST)
+        _after_prior()
     # grid (B, K + 1, T): the row's request and position without a division (B on the
     # first axis, which takes more than 65535: the law tests draw 600000 rows at once)
     b = tl.program_id(0)
@@ -929,7 +909,7 @@ def _tile_kernel(logits_ptr, row_stride, V, K1, temp_ptr, flags_ptr,
     temp = tl.where(temp_raw == 0, 1.0, temp_raw)
     has_g = flags & 4  # (flags: SamplingBatch.row_flags: filtered, patched, grammar)
     if HAS_PATCH or HAS_CAND:
-        _after_prior(LAST=TILE_TRIGGER_LAST)
+        _after_prior()
     filt = False
     thr = 0.0
     if HAS_CAND:
