@@ -4,22 +4,39 @@ Runs 136-137 put ~16% of the tile kernel at verify B = 256, V = 262144 (69 of 43
 third of it at V = 32000, in the filtered rows' candidates branch: the per-row counts along
 the lanes, the rows' mask and count reduced across warps, the slots and their stores. Plain
 Triton chooses the tile's layout ([NW, 32] with 4 tokens a thread, 8 threads a row), so
-per-row work is shuffles and the ranks a scan. Gluon lets the kernel choose: here a thread
-holds one lane of NW / warps consecutive 32-token rows, so a row is one register across the
-warp, a row's tokens above the threshold are one `vote.ballot` (their count and each one's
-rank in the row a popcount), and the rows' prefix is a scan along registers and warps.
+per-row work is shuffles and the ranks a scan. Gluon lets the kernel choose its layout and
+use `vote.ballot`:
+- `_gl_tile_kernel`: a thread holds one lane of NW / warps consecutive 32-token rows, so a
+  row is one register across the warp; a row's tokens above the threshold are one ballot
+  (their count and each one's rank in the row a popcount), the rows' prefix a scan;
+- `_gl_tile_kernel2`: the tile kernel's own layout; ballots 4 tokens a thread in one PTX
+  block (`_PTX_RANK4`), every selected token stored at its rank; with COMMON (`k3`), as the
+  tile kernel does, the rows' maxima take the slots by a popcount when no row holds two.
+`_tri_stats_kernel` is the read and the stats alone in plain Triton, with the tile kernel's
+steps added by knobs, to tell which of them costs the read.
 
 This probe times, on the same logits, thresholds and flags, with graph replays and the L2
 evicted (`bench.sampler.timed`):
 - `tri`: the sampler's own `_tile_kernel` (its launch options), no patch, grammar or
   temperature: the read, the tile's max and mass, and the candidates of filtered rows;
-- `gl`: the Gluon kernel below doing the same, writing the same outputs (max, mass, argmax
-  word, count, bound and the candidate pairs in id order) in the same buffers' formats;
-- each with no row filtered (`flags` 0): the read and the stats alone.
+- `gl`: a Gluon kernel doing the same, writing the same outputs (max, mass, argmax word,
+  count, bound and the candidate pairs in id order) in the same buffers' formats;
+- each with a share of rows filtered (`--shares`; 0: the read and the stats alone).
 The outputs are compared (max, bound, count and the pairs exactly; mass to 1e-5).
+
+Runs 164-171 (H200; `bench/NOTES-sampler.md`): every Gluon kernel's outputs equal the tile
+kernel's. The first layout is slower everywhere (4-byte loads, 112 registers). The second
+reads as fast as plain Triton, but its candidates cost more than the tile kernel's wherever
+few tiles hold two tokens above the threshold in a row (V >= 128256, every row filtered,
+1280 rows: 251 / 546 us against 203 / 390; COMMON 226 / 420-449): the ballots do not make the
+candidates cheaper. The tile kernel's read at tiles of 1024 is ~20% slower than plain
+Triton's because of `griddepcontrol.launch_dependents` (`stats,plaunch`), which the sampler
+needs for its programmatic dependent launch.
 
     python bench/experiments/gluon_tile_probe.py [--rows 64 256 320 1280]
                                                  [--vocab 32000 128256 262144]
+                                                 [--shares 0.4 1 0] [--tri-configs ...]
+                                                 [--configs "k2,rp" ...]
 """
 
 from __future__ import annotations
