@@ -86,6 +86,25 @@ def _add(a, b):
 
 
 @gluon.jit
+def _load_tile(x_ptr, offs, V, t, BLOCK_V: gl.constexpr):
+    """Tile t's logits at x_ptr (ids offs) as float32, -inf past V (unmasked but in the
+    row's last tile), as the tile kernel loads them."""
+    if (t + 1) * BLOCK_V <= V:
+        x = gl.load(x_ptr, eviction_policy="evict_first")
+    else:
+        x = gl.load(x_ptr, mask=offs < V, other=float("-inf"), eviction_policy="evict_first")
+    return x.to(gl.float32)
+
+
+@gluon.jit
+def _store_stats(tmax_ptr, tsum_ptr, targ_ptr, o, m, s):
+    """The tile's max, mass and (no greedy row here) argmax word."""
+    gl.store(tmax_ptr + o, m)
+    gl.store(tsum_ptr + o, s)
+    gl.store(targ_ptr + o, 0)
+
+
+@gluon.jit
 def _gl_tile_kernel(logits_ptr, row_stride, V, K1, flags_ptr, thr_ptr, tmax_ptr, tsum_ptr,
                     targ_ptr, tcnt_ptr, tbnd_ptr, cpair_ptr, T_PAD: gl.constexpr,
                     C: gl.constexpr, BLOCK_V: gl.constexpr, WARPS: gl.constexpr,
@@ -111,11 +130,7 @@ def _gl_tile_kernel(logits_ptr, row_stride, V, K1, flags_ptr, thr_ptr, tmax_ptr,
     offs_x = ((t * NW + gl.arange(0, NW, layout=gl.SliceLayout(1, LX)))[:, None] * 32
               + gl.arange(0, 32, layout=gl.SliceLayout(0, LX))[None, :])
     x_ptr = logits_ptr + n.to(gl.int64) * row_stride + offs_x
-    if (t + 1) * BLOCK_V <= V:
-        x = gl.load(x_ptr, eviction_policy="evict_first").to(gl.float32)
-    else:
-        x = gl.load(x_ptr, mask=offs_x < V, other=float("-inf"),
-                    eviction_policy="evict_first").to(gl.float32)
+    x = _load_tile(x_ptr, offs_x, V, t, BLOCK_V)
     if VEC:
         x = gl.convert_layout(x, L)
     thr = gl.load(thr_ptr + n)
@@ -123,9 +138,7 @@ def _gl_tile_kernel(logits_ptr, row_stride, V, K1, flags_ptr, thr_ptr, tmax_ptr,
     m0 = gl.where(m > float("-inf"), m, 0.0)
     s = gl.sum(gl.sum(_ex2(x - m0), 0), 0)
     o = n.to(gl.int64) * T_PAD + t
-    gl.store(tmax_ptr + o, m)
-    gl.store(tsum_ptr + o, s)
-    gl.store(targ_ptr + o, 0)
+    _store_stats(tmax_ptr, tsum_ptr, targ_ptr, o, m, s)
     if (flags & 1) != 0:
         if m > thr:
             sel = x > thr
@@ -235,20 +248,14 @@ def _gl_tile_kernel2(logits_ptr, row_stride, V, K1, flags_ptr, thr_ptr, tmax_ptr
     offs = (t * NW + row)[:, None] * 32 + col[None, :]
     flags = gl.load(flags_ptr + b)
     x_ptr = logits_ptr + n.to(gl.int64) * row_stride + offs
-    if (t + 1) * BLOCK_V <= V:
-        x = gl.load(x_ptr, eviction_policy="evict_first").to(gl.float32)
-    else:
-        x = gl.load(x_ptr, mask=offs < V, other=float("-inf"),
-                    eviction_policy="evict_first").to(gl.float32)
+    x = _load_tile(x_ptr, offs, V, t, BLOCK_V)
     thr = gl.load(thr_ptr + n)
     rmax = gl.max(x, 1)
     m = gl.max(rmax, 0)
     m0 = gl.where(m > float("-inf"), m, 0.0)
     s = gl.sum(gl.sum(_ex2(x - m0), 1), 0)
     o = n.to(gl.int64) * T_PAD + t
-    gl.store(tmax_ptr + o, m)
-    gl.store(tsum_ptr + o, s)
-    gl.store(targ_ptr + o, 0)
+    _store_stats(tmax_ptr, tsum_ptr, targ_ptr, o, m, s)
     if (flags & 1) != 0:
         if m > thr:
             if COMMON:
