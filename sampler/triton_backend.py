@@ -192,6 +192,23 @@ def tile_warps(block: int) -> int:
     return int(TILE_WARPS) if TILE_WARPS else max(1, block // 512)
 
 
+TILE_TRIGGER_LAST = os.environ.get("SONICSPEC_TILE_TRIGGER_LAST")  # measurement
+
+
+def tile_trigger_last(block: int) -> int:
+    """How many of the tile grid's last programs let the finish kernel launch early
+    (`_tile_kernel`'s TRIGGER_LAST; 0: every program): 4096 (above a wave of resident
+    programs) for tiles of 1024, every program for 2048. The instruction costs a grid of
+    2-warp programs ~20% of its read when it runs without the features (run 174, H200, graph
+    replays, temperature mix, every program -> last 4096: verify B = 256, V = 128256
+    214.5 -> 179.9 us, V = 32000 66.6 -> 59.5; sample B = 256, V = 128256 49.3 -> 44.7); the
+    issue's mix is unchanged at V <= 128256 (288 / 289 us), and at tiles of 2048 it lost
+    (run 171: verify B = 256, V = 262144 482 -> 488). SONICSPEC_TILE_TRIGGER_LAST forces."""
+    if TILE_TRIGGER_LAST is not None:
+        return int(TILE_TRIGGER_LAST)
+    return 4096 if block <= 1024 else 0
+
+
 def tile_maxnreg(block: int) -> int:
     """The tile kernel's register cap for vocabulary tiles of `block` (0: none)."""
     if TILE_MAXNREG is not None:
@@ -523,7 +540,8 @@ class _Chunk:
             logits, stride, vocab, k1, head.temperature, head.row_flags, gmask, g_sb, g_sj,
             self.bits, self.pval, self.words, self.thr, self.tmax, self.tsum, self.targ,
             self.tcnt, self.tbnd, self.cpair, T_PAD=self.t_pad, C=self.c, BLOCK_V=self.bv,
-            HAS_CAND=self.has_filter, SCAN=tile_scan(vocab), **common,
+            HAS_CAND=self.has_filter, SCAN=tile_scan(vocab),
+            TRIGGER_LAST=tile_trigger_last(self.bv), **common,
             **kernel_options("_tile_kernel", block=self.bv))
         verifying = k > 0
         finish_opts = kernel_options("_finish_kernel", verifying)

@@ -59,13 +59,13 @@ else:
 if INTERPRET:  # (griddepcontrol is inline PTX: the interpreter cannot run it)
 
     @triton.jit
-    def _after_prior(RELEASE_LATE: tl.constexpr = False):
+    def _after_prior(RELEASE_LATE: tl.constexpr = False, LAST: tl.constexpr = 0):
         pass
 
 else:
 
     @triton.jit
-    def _after_prior(RELEASE_LATE: tl.constexpr = False):
+    def _after_prior(RELEASE_LATE: tl.constexpr = False, LAST: tl.constexpr = 0):
         """Programmatic dependent launch: let the next kernel of the sequence launch now
         (its programs wait for this grid to finish before reading what it writes), then wait
         for the previous grid to finish and its writes to be visible. Kernels launched with
@@ -79,12 +79,28 @@ else:
         RELEASE_LATE (the pre kernel): wait first, then let the next kernel launch. Every
         program of this grid has then seen the previous grid finish, so the next kernel (the
         tile kernel) starts only after whatever wrote the logits has finished, and may read
-        the logits before its own wait, while this grid drains."""
+        the logits before its own wait, while this grid drains.
+
+        LAST > 0: only the grid's last LAST programs in launch order (x fastest) let the next
+        kernel launch; the others let it by exiting. The next kernel launches once every
+        program has done one or the other, so with LAST at least a wave of resident programs
+        it launches as early as before, while most programs of a large grid skip the
+        instruction: on an H200 it costs a grid of small programs ~20% of its read (tiles of
+        1024 on 2 warps, 1280 rows at V = 128256: 165 -> 199 us; bench/NOTES-sampler.md,
+        runs 169-171, 174). The tile kernel's TRIGGER_LAST (`triton_backend.tile_trigger_last`)."""
         if RELEASE_LATE:
             gdc_wait()
             gdc_launch_dependents()
         else:
-            gdc_launch_dependents()
+            if LAST > 0:
+                n0 = tl.num_programs(0)
+                n01 = n0 * tl.num_programs(1)
+                lin = (tl.program_id(0) + n0 * tl.program_id(1)
+                       + n01 * tl.program_id(2).to(tl.int64))
+                if lin >= n01 * tl.num_programs(2).to(tl.int64) - LAST:
+                    gdc_launch_dependents()
+            else:
+                gdc_launch_dependents()
             gdc_wait()
 
 
@@ -851,7 +867,8 @@ def _tile_kernel(logits_ptr, row_stride, V, K1, temp_ptr, flags_ptr,
                  tmax_ptr, tsum_ptr, targ_ptr, tcnt_ptr, tbnd_ptr, cpair_ptr,
                  T_PAD: tl.constexpr, C: tl.constexpr, BLOCK_V: tl.constexpr,
                  HAS_GRAMMAR: tl.constexpr, HAS_PATCH: tl.constexpr, HAS_CAND: tl.constexpr,
-                 SCAN: tl.constexpr = 0, PROBE: tl.constexpr = 0):
+                 SCAN: tl.constexpr = 0, PROBE: tl.constexpr = 0,
+                 TRIGGER_LAST: tl.constexpr = 0):
     """Stage 1, one program per (row n = b (K + 1) + j, tile t): reads the tile once and
     writes its max, sum exp(x - max) and (greedy rows: the row stage uses it nowhere else)
     the lowest id of the max; for rows with a filter, also candidates.
@@ -874,14 +891,17 @@ def _tile_kernel(logits_ptr, row_stride, V, K1, temp_ptr, flags_ptr,
     number above thr, so the row stage sees an overflow (more than C) and then trusts only
     the tile max. (Earlier versions took a threshold per tile from its row maxima: a
     histogram per program, and the row bound, the max over the tiles' bounds, needed ~8
-    rows a tile: bench/NOTES-sampler.md, runs 7-10.)"""
+    rows a tile: bench/NOTES-sampler.md, runs 7-10.)
+
+    TRIGGER_LAST: only the grid's last TRIGGER_LAST programs let the next kernel launch
+    early (`_after_prior`'s LAST; 0: every program)."""
     # After the pre kernel (launched when HAS_PATCH or HAS_CAND), which lets this grid
     # launch only once the logits' writer has finished (`_after_prior`), the tile and the
     # settings (inputs of the whole sequence) are read before the wait for the pre kernel's
     # thresholds and patch: the read overlaps the pre kernel's last programs. As the first
     # kernel of the sequence, this one waits before reading anything.
     if not (HAS_PATCH or HAS_CAND):
-        _after_prior()
+        _after_prior(LAST=TRIGGER_LAST)
     # grid (B, K + 1, T): the row's request and position without a division (B on the
     # first axis, which takes more than 65535: the law tests draw 600000 rows at once)
     b = tl.program_id(0)
@@ -909,7 +929,7 @@ def _tile_kernel(logits_ptr, row_stride, V, K1, temp_ptr, flags_ptr,
     temp = tl.where(temp_raw == 0, 1.0, temp_raw)
     has_g = flags & 4  # (flags: SamplingBatch.row_flags: filtered, patched, grammar)
     if HAS_PATCH or HAS_CAND:
-        _after_prior()
+        _after_prior(LAST=TRIGGER_LAST)
     filt = False
     thr = 0.0
     if HAS_CAND:
