@@ -73,11 +73,9 @@ def _popc(v):
                                      is_pure=True, pack=1)
 
 
-@gluon.jit
-def _ex2(x):
-    return gl.inline_asm_elementwise("ex2.approx.ftz.f32 $0, $1;", "=f,f",
-                                     [x * 1.4426950408889634], dtype=gl.float32, is_pure=True,
-                                     pack=1)
+# the sampler's own helpers, compiled as Gluon functions (elementwise: no layout of their own)
+_mass_exp = gluon.jit(tk._mass_exp.fn)
+_add2 = gluon.jit(tk._add2.fn)
 
 
 @gluon.jit
@@ -136,7 +134,7 @@ def _gl_tile_kernel(logits_ptr, row_stride, V, K1, flags_ptr, thr_ptr, tmax_ptr,
     thr = gl.load(thr_ptr + n)
     m = gl.max(gl.max(x, 0), 0)
     m0 = gl.where(m > float("-inf"), m, 0.0)
-    s = gl.sum(gl.sum(_ex2(x - m0), 0), 0)
+    s = gl.sum(gl.sum(_mass_exp(x - m0, 1.0), 0), 0)
     o = n.to(gl.int64) * T_PAD + t
     _store_stats(tmax_ptr, tsum_ptr, targ_ptr, o, m, s)
     if (flags & 1) != 0:
@@ -196,11 +194,6 @@ def _popc64(v):
 
 
 @gluon.jit
-def _add2(a0, a1, b0, b1):
-    return a0 + b0, a1 + b1
-
-
-@gluon.jit
 def _rank_ballot(x, thr, offs, row, col, o, cpair_ptr, tcnt_ptr, C: gl.constexpr,
                  NW: gl.constexpr, WARPS: gl.constexpr, L: gl.constexpr):
     """Every token above thr at its rank in the tile (id order) and their count: a row's
@@ -253,7 +246,7 @@ def _gl_tile_kernel2(logits_ptr, row_stride, V, K1, flags_ptr, thr_ptr, tmax_ptr
     rmax = gl.max(x, 1)
     m = gl.max(rmax, 0)
     m0 = gl.where(m > float("-inf"), m, 0.0)
-    s = gl.sum(gl.sum(_ex2(x - m0), 1), 0)
+    s = gl.sum(gl.sum(_mass_exp(x - m0, 1.0), 1), 0)
     o = n.to(gl.int64) * T_PAD + t
     _store_stats(tmax_ptr, tsum_ptr, targ_ptr, o, m, s)
     if (flags & 1) != 0:
