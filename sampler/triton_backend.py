@@ -119,13 +119,15 @@ OPTS: dict[str, bool] = ({} if INTERPRET
 # predecessor drains, and waits for it in `_after_prior` before its first load.
 # SONICSPEC_PDL=0 turns it off (measurement).
 PDL = not INTERPRET and os.environ.get("SONICSPEC_PDL", "1") == "1"
+# Measurement: kernels (comma-separated names) launched without it, the rest with it.
+PDL_OFF = set(filter(None, os.environ.get("SONICSPEC_PDL_OFF", "").split(",")))
 
 
 def kernel_options(kernel: str, verify: bool = False, block: int = 2048) -> dict[str, Any]:
     """Compile options of a kernel's launches (for `verify`'s where they differ; the tile
     kernel's for vocabulary tiles of `block`)."""
     opts: dict[str, Any] = dict(OPTS)
-    if PDL:
+    if PDL and kernel not in PDL_OFF:
         opts["launch_pdl"] = True
     opts["num_warps"] = {"_tile_kernel": tile_warps(block), "_finish_kernel": FINISH_WARPS,
                          "_pre_kernel": PRE_WARPS}.get(kernel, 4)
