@@ -58,7 +58,7 @@ def tile_variants(rows: int, vocab: int, bw: float) -> None:
                 gm.stride(0), gm.stride(1), bits, pval, words, thr, *out,
                 T_PAD=t_pad, C=c, BLOCK_V=bv,
                 HAS_GRAMMAR=gram, HAS_PATCH=patch, HAS_CAND=cand, PROBE=probe,
-                **tri.kernel_options("_tile_kernel", block=bv))
+                **tri.kernel_options("_tile_kernel", block=bv, vocab=vocab))
         kern = launch()
         us = timed(launch, "cuda", 30)
         print(f"tile B={rows} V={vocab} {name:>14}: {us:8.1f} us = {us / floor:5.1f}x floor "

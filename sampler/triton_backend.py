@@ -123,9 +123,10 @@ PDL = not INTERPRET and os.environ.get("SONICSPEC_PDL", "1") == "1"
 PDL_OFF = set(filter(None, os.environ.get("SONICSPEC_PDL_OFF", "").split(",")))
 
 
-def kernel_options(kernel: str, verify: bool = False, block: int = 2048) -> dict[str, Any]:
+def kernel_options(kernel: str, verify: bool = False, block: int = 2048,
+                   vocab: int = 1 << 30) -> dict[str, Any]:
     """Compile options of a kernel's launches (for `verify`'s where they differ; the tile
-    kernel's for vocabulary tiles of `block`)."""
+    kernel's for vocabulary tiles of `block` in rows of `vocab`)."""
     opts: dict[str, Any] = dict(OPTS)
     if PDL and kernel not in PDL_OFF:
         opts["launch_pdl"] = True
@@ -133,7 +134,7 @@ def kernel_options(kernel: str, verify: bool = False, block: int = 2048) -> dict
                          "_pre_kernel": PRE_WARPS}.get(kernel, 4)
     cap = 0  # registers a thread (0: none)
     if kernel == "_tile_kernel":
-        cap = tile_maxnreg(block)
+        cap = tile_maxnreg(block, vocab)
     elif kernel == "_pre_kernel" and not verify:
         cap = PRE_MAXNREG
     elif kernel == "_finish_kernel":
@@ -211,11 +212,19 @@ def tile_trigger_last(block: int) -> int:
     return 4096 if block <= 1024 else 0
 
 
-def tile_maxnreg(block: int) -> int:
-    """The tile kernel's register cap for vocabulary tiles of `block` (0: none)."""
+def tile_maxnreg(block: int, vocab: int = 1 << 30) -> int:
+    """The tile kernel's register cap for vocabulary tiles of `block` in rows of `vocab`
+    (0: none): 48 for tiles of 2048; for tiles of 1024, 64 where the tile kernel ranks a
+    crowded tile's candidates inline (SCAN 1, V <= TILE_SCAN_MAX_V), 56 above. Run 180 (H200,
+    issue mix, same call, two repeats, us, 64 / 56): V = 32000 verify B = 16 23.2-23.3 /
+    24.2-24.3, B = 64 40.6-40.8 / 41.4-41.5, B = 256 127.2-127.5 / 128.1-128.3, sample
+    B = 16 16.2-16.4 / 16.6-16.8, B = 64 20.0 / 20.6; at V = 128256 64 loses at B >= 64
+    (verify B = 256 294.3 / 289.1-289.8), and 72 / 80 lose at B = 256 at either V."""
     if TILE_MAXNREG is not None:
         return int(TILE_MAXNREG)
-    return 48 if block >= 2048 else 56
+    if block >= 2048:
+        return 48
+    return 64 if vocab <= TILE_SCAN_MAX_V else 56
 
 
 def slots(tiles: int) -> int:
@@ -544,7 +553,7 @@ class _Chunk:
             self.tcnt, self.tbnd, self.cpair, T_PAD=self.t_pad, C=self.c, BLOCK_V=self.bv,
             HAS_CAND=self.has_filter, SCAN=tile_scan(vocab),
             TRIGGER_LAST=tile_trigger_last(self.bv), **common,
-            **kernel_options("_tile_kernel", block=self.bv))
+            **kernel_options("_tile_kernel", block=self.bv, vocab=vocab))
         verifying = k > 0
         finish_opts = kernel_options("_finish_kernel", verifying)
         if self.chunked and CHUNK_FINISH_WARPS:
