@@ -75,8 +75,9 @@ def patch_mode(vocab: int, k1: int) -> int:
 # programs an SM as before that change; run 66's same-call sweep: no difference beyond
 # +-2 us either way. verify's stays uncapped (40 bytes of spills at 80). 0 = no cap.
 PRE_MAXNREG = int(os.environ.get("SONICSPEC_PRE_MAXNREG", "80"))
-# A register cap for the tile kernel: 56 for tiles of 1024 (72 uncapped), 48 for tiles of 2048
-# (80 uncapped; 64 bytes of spills at 48, 24 at 56), so that more programs share an SM: more
+# A register cap for the tile kernel (`tile_maxnreg`; 64 at V <= 65536 since run 180): 56 for
+# tiles of 1024 (72 uncapped), 48 for tiles of 2048 (80 uncapped; 64 bytes of spills at 48,
+# 24 at 56), so that more programs share an SM: more
 # loads in flight (run 8's sweep: uncapped 4-5% slower; run 16: two tiles a program at 80
 # registers slower still). Runs 127-128 (H200, issue mix, graph replays, us): at V = 262144
 # 72 / 64 / 56 / 48 / 40 verify B = 256 565 / 541 / 517-519 / 512-513 / 526, B = 64 156 /
