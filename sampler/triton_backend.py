@@ -216,16 +216,16 @@ def tile_trigger_last(block: int) -> int:
 def tile_maxnreg(block: int, vocab: int = 1 << 30) -> int:
     """The tile kernel's register cap for vocabulary tiles of `block` in rows of `vocab`
     (0: none): 48 for tiles of 2048; for tiles of 1024, 64 where the tile kernel ranks a
-    crowded tile's candidates inline (SCAN 1, V <= TILE_SCAN_MAX_V), 56 above. Run 180 (H200,
-    issue mix, same call, two repeats, us, 64 / 56): V = 32000 verify B = 16 23.2-23.3 /
-    24.2-24.3, B = 64 40.6-40.8 / 41.4-41.5, B = 256 127.2-127.5 / 128.1-128.3, sample
-    B = 16 16.2-16.4 / 16.6-16.8, B = 64 20.0 / 20.6; at V = 128256 64 loses at B >= 64
-    (verify B = 256 294.3 / 289.1-289.8), and 72 / 80 lose at B = 256 at either V."""
+    crowded tile's candidates inline (`tile_scan` 1: V <= TILE_SCAN_MAX_V), 56 otherwise.
+    Run 180 (H200, issue mix, same call, two repeats, us, 64 / 56): V = 32000 verify B = 16
+    23.2-23.3 / 24.2-24.3, B = 64 40.6-40.8 / 41.4-41.5, B = 256 127.2-127.5 / 128.1-128.3,
+    sample B = 16 16.2-16.4 / 16.6-16.8, B = 64 20.0 / 20.6; at V = 128256 64 loses at
+    B >= 64 (verify B = 256 294.3 / 289.1-289.8), and 72 / 80 lose at B = 256 at either V."""
     if TILE_MAXNREG is not None:
         return int(TILE_MAXNREG)
     if block >= 2048:
         return 48
-    return 64 if vocab <= TILE_SCAN_MAX_V else 56
+    return 64 if tile_scan(vocab) == 1 else 56
 
 
 def slots(tiles: int) -> int:
