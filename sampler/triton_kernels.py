@@ -754,6 +754,9 @@ PACK_LANE = tl.constexpr(os.environ.get("SONICSPEC_PACK_LANE", "1") == "1")
 LAZY_TEMP = tl.constexpr(os.environ.get("SONICSPEC_LAZY_TEMP", "1") == "1")
 # The tile kernel loads its row's settings (temperature, flags) after the tile, not before
 # (`_tile_kernel`). SONICSPEC_TILE_SETTINGS_FIRST=1 (measurement) restores the old order.
+# Measurement only (wrong results): filtered rows with a patch exclude their patched ids
+# (the bit words, no values) instead of gathering their values.
+EXCL_PROBE = tl.constexpr(os.environ.get("SONICSPEC_EXCL_PROBE", "0") == "1")
 SETTINGS_FIRST = tl.constexpr(os.environ.get("SONICSPEC_TILE_SETTINGS_FIRST", "0") == "1")
 
 
@@ -828,7 +831,11 @@ def _tile_values(x, n, b, j, K1, word, lane, offs, V, flags, has_g, bits_ptr, pv
             hit = ((pw[:, None] >> lane[None, :]) & 1) != 0  # (bits past V are never set)
             # (x as the masked-off value: each hit loads into x's own register, and nothing
             # waits on one row's values before the next row's words are loaded)
-            x = tl.load(_pval_at(pval_ptr, n, b, j, K1, V, offs, HAS_PATCH), mask=hit, other=x)
+            if EXCL_PROBE and ((flags & 1) != 0):
+                x = tl.where(hit, float("-inf"), x)  # (measurement: no values, wrong results)
+            else:
+                x = tl.load(_pval_at(pval_ptr, n, b, j, K1, V, offs, HAS_PATCH), mask=hit,
+                            other=x)
     if HAS_GRAMMAR:  # noqa: SIM102 - a constexpr branch around a runtime one
         if has_g != 0:  # (rows without a grammar skip the words)
             gw = tl.load(gmask_ptr + b.to(tl.int64) * g_sb + j * g_sj + word, mask=word < W,
