@@ -75,6 +75,7 @@ def patch_mode(vocab: int, k1: int) -> int:
 # programs an SM as before that change; run 66's same-call sweep: no difference beyond
 # +-2 us either way. verify's stays uncapped (40 bytes of spills at 80). 0 = no cap.
 PRE_MAXNREG = int(os.environ.get("SONICSPEC_PRE_MAXNREG", "80"))
+VERIFY_PRE_MAXNREG = int(os.environ.get("SONICSPEC_VERIFY_PRE_MAXNREG", "0"))  # (measurement)
 # A register cap for the tile kernel (`tile_maxnreg`; 64 at V <= 65536 since run 180): 56 for
 # tiles of 1024 (72 uncapped), 48 for tiles of 2048 (80 uncapped; 64 bytes of spills at 48,
 # 24 at 56), so that more programs share an SM: more
@@ -136,8 +137,8 @@ def kernel_options(kernel: str, verify: bool = False, block: int = 2048,
     cap = 0  # registers a thread (0: none)
     if kernel == "_tile_kernel":
         cap = tile_maxnreg(block, vocab)
-    elif kernel == "_pre_kernel" and not verify:
-        cap = PRE_MAXNREG
+    elif kernel == "_pre_kernel":
+        cap = VERIFY_PRE_MAXNREG if verify else PRE_MAXNREG
     elif kernel == "_finish_kernel":
         cap = VERIFY_FINISH_MAXNREG if verify else FINISH_MAXNREG
     if cap and not INTERPRET:
