@@ -533,9 +533,16 @@ class _Chunk:
 
     def pre(self) -> None:
         """The pre kernel: the patch and the thresholds."""
+        if SKIP_PRE_PROBE:  # (measurement: a later call on the same logits reuses them)
+            key = (self.logits.data_ptr(), tuple(self.logits.shape), self.drafts.data_ptr())
+            if key in _PRE_CACHE:
+                self.thr, self.bits, self.pval = _PRE_CACHE[key]
+                return
         self.pval = _pre(self.logits, self.drafts, self.n_draft if self.call.has_nd else None,
                          self.head, self.bits, self.has_patch, self.tick,
                          self.thr if self.has_filter else None, self.gmax, self.pval)
+        if SKIP_PRE_PROBE:
+            _PRE_CACHE[key] = (self.thr, self.bits, self.pval)
 
     def rest(self) -> None:
         """The tile, finish and (verify) combine kernels."""
@@ -580,6 +587,12 @@ class _Chunk:
         """FINISH_STAMP's clock readings per row (filtered batches)."""
         return self.sv2[:, CMAX2 - tk.STAMP_SLOTS.value:] if self.has_filter else None
 
+
+# Measurement only: SONICSPEC_SKIP_PRE_PROBE=1 launches the pre kernel only in the first call
+# on given logits and reuses its outputs afterwards (what the call would take if the pre
+# kernel cost nothing; right only while the inputs stay the same).
+SKIP_PRE_PROBE = os.environ.get("SONICSPEC_SKIP_PRE_PROBE") == "1"
+_PRE_CACHE: dict[tuple, tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = {}
 
 _TICKETS: dict[torch.device, list[torch.Tensor]] = {}
 
