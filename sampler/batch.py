@@ -194,16 +194,12 @@ def _row_flags(p: SamplingParams) -> int:
     return int(filtered) | int(_penalised(p) or bool(p.logit_bias)) << 1
 
 
-_SORT_HIST = __import__('os').environ.get('SONICSPEC_SORT_HIST') == '1'
-
-
 def _history(prompt: Sequence[int], output: Sequence[int], vocab: int) -> list[tuple[int, int]]:
     """Unique in-vocab ids of prompt + output with their count among the output."""
     generated = Counter(t for t in output if 0 <= t < vocab)
     seen = dict.fromkeys(t for t in prompt if 0 <= t < vocab)
     seen.update(dict.fromkeys(generated))
-    ids = sorted(seen) if _SORT_HIST else seen  # (measurement knob)
-    return [(t, generated.get(t, 0)) for t in ids]
+    return [(t, generated.get(t, 0)) for t in seen]
 
 
 class _PackedRows:

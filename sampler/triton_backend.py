@@ -75,7 +75,6 @@ def patch_mode(vocab: int, k1: int) -> int:
 # programs an SM as before that change; run 66's same-call sweep: no difference beyond
 # +-2 us either way. verify's stays uncapped (40 bytes of spills at 80). 0 = no cap.
 PRE_MAXNREG = int(os.environ.get("SONICSPEC_PRE_MAXNREG", "80"))
-VERIFY_PRE_MAXNREG = int(os.environ.get("SONICSPEC_VERIFY_PRE_MAXNREG", "0"))  # (measurement)
 # A register cap for the tile kernel (`tile_maxnreg`; 64 at V <= 65536 since run 180): 56 for
 # tiles of 1024 (72 uncapped), 48 for tiles of 2048 (80 uncapped; 64 bytes of spills at 48,
 # 24 at 56), so that more programs share an SM: more
@@ -137,8 +136,8 @@ def kernel_options(kernel: str, verify: bool = False, block: int = 2048,
     cap = 0  # registers a thread (0: none)
     if kernel == "_tile_kernel":
         cap = tile_maxnreg(block, vocab)
-    elif kernel == "_pre_kernel":
-        cap = VERIFY_PRE_MAXNREG if verify else PRE_MAXNREG
+    elif kernel == "_pre_kernel" and not verify:
+        cap = PRE_MAXNREG
     elif kernel == "_finish_kernel":
         cap = VERIFY_FINISH_MAXNREG if verify else FINISH_MAXNREG
     if cap and not INTERPRET:
@@ -533,16 +532,9 @@ class _Chunk:
 
     def pre(self) -> None:
         """The pre kernel: the patch and the thresholds."""
-        if SKIP_PRE_PROBE:  # (measurement: a later call on the same logits reuses them)
-            key = (self.logits.data_ptr(), tuple(self.logits.shape), self.drafts.data_ptr())
-            if key in _PRE_CACHE:
-                self.thr, self.bits, self.pval = _PRE_CACHE[key]
-                return
         self.pval = _pre(self.logits, self.drafts, self.n_draft if self.call.has_nd else None,
                          self.head, self.bits, self.has_patch, self.tick,
                          self.thr if self.has_filter else None, self.gmax, self.pval)
-        if SKIP_PRE_PROBE:
-            _PRE_CACHE[key] = (self.thr, self.bits, self.pval)
 
     def rest(self) -> None:
         """The tile, finish and (verify) combine kernels."""
@@ -587,12 +579,6 @@ class _Chunk:
         """FINISH_STAMP's clock readings per row (filtered batches)."""
         return self.sv2[:, CMAX2 - tk.STAMP_SLOTS.value:] if self.has_filter else None
 
-
-# Measurement only: SONICSPEC_SKIP_PRE_PROBE=1 launches the pre kernel only in the first call
-# on given logits and reuses its outputs afterwards (what the call would take if the pre
-# kernel cost nothing; right only while the inputs stay the same).
-SKIP_PRE_PROBE = os.environ.get("SONICSPEC_SKIP_PRE_PROBE") == "1"
-_PRE_CACHE: dict[tuple, tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = {}
 
 _TICKETS: dict[torch.device, list[torch.Tensor]] = {}
 

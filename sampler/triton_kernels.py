@@ -508,6 +508,10 @@ def _pre_kernel(logits_ptr, row_stride, hist_ids_ptr, hist_cnt_ptr, hist_cap, bi
 # A min-p-only row's threshold also at min-p's cut below the sample's max (`_thr_part`).
 # SONICSPEC_MINP_BOUND=0: the rank statistic alone, as for the other filters.
 MINP_BOUND = tl.constexpr(os.environ.get("SONICSPEC_MINP_BOUND", "1") == "1")
+# `_thr_part` loads its first step of the sample (and the grammar words) together with the
+# row's settings, before it knows whether the row has a filter. SONICSPEC_THR_EARLY=0
+# (measurement) loads them after the settings (and the words after the grammar flag).
+THR_EARLY = tl.constexpr(os.environ.get("SONICSPEC_THR_EARLY", "1") == "1")
 # The threshold's rank statistic by a 64 x 64 count instead of a bitonic sort of the group
 # maxima (the sort's stages cross warps; on the critical path of every small batch).
 # SONICSPEC_THR_SORT=1 (measurement) restores the sort.
@@ -528,7 +532,11 @@ def _group_max(logits_ptr, row_stride, V, n, b, j, g, gmask_ptr, g_sb, g_sj, has
     x = tl.load(logits_ptr + n.to(tl.int64) * row_stride + offs, mask=offs < V,
                 other=float("-inf")).to(tl.float32)
     if HAS_GRAMMAR:  # noqa: SIM102 - a constexpr branch around a runtime one
-        if has_g != 0:
+        if THR_EARLY:  # the words with the sample, applied where the row has a grammar
+            gw = tl.load(gmask_ptr + b.to(tl.int64) * g_sb + j * g_sj + word,
+                         mask=word * 32 < V, other=-1)
+            x = tl.where((((gw >> lane) & 1) != 0) | (has_g == 0), x, float("-inf"))
+        elif has_g != 0:
             gw = tl.load(gmask_ptr + b.to(tl.int64) * g_sb + j * g_sj + word,
                          mask=word * 32 < V, other=0)
             x = tl.where(((gw >> lane) & 1) != 0, x, float("-inf"))
@@ -563,18 +571,40 @@ def _thr_part(logits_ptr, row_stride, V, K1, n, q, parts, temp_ptr, gmask_ptr, g
     k = tl.load(topk_ptr + b)
     top_p = tl.load(topp_ptr + b)
     min_p = tl.load(minp_ptr + b)
+    gg = tl.arange(0, 64)
+    gpp = 64 // parts
+    if THR_EARLY:
+        # the part's first step of the sample, loaded with the settings (and with the
+        # grammar flag, not after it): one round trip before the maxima instead of three
+        # (settings, flag, sample); rows without a filter load it and do not use it
+        has_g0 = 0
+        if HAS_GRAMMAR:
+            has_g0 = tl.load(hasg_ptr + b).to(tl.int32)
+        g_first = gg
+        if GB < 64:
+            g_first = q * gpp + tl.arange(0, GB)
+        gm0 = _group_max(logits_ptr, row_stride, V, n, b, j, g_first, gmask_ptr, g_sb, g_sj,
+                         has_g0, HAS_GRAMMAR, G_RUNS, STRIDE)
     if _filtered(temp_raw, k, top_p, min_p):
         has_g = 0
         if HAS_GRAMMAR:
-            has_g = tl.load(hasg_ptr + b).to(tl.int32)
-        gg = tl.arange(0, 64)
+            if THR_EARLY:
+                has_g = has_g0
+            else:
+                has_g = tl.load(hasg_ptr + b).to(tl.int32)
         ticket = parts - 1
         if GB == 64:  # the whole sample in one step: its maxima stay in registers
-            gm = _group_max(logits_ptr, row_stride, V, n, b, j, gg, gmask_ptr, g_sb, g_sj,
-                            has_g, HAS_GRAMMAR, G_RUNS, STRIDE)
+            if THR_EARLY:
+                gm = gm0
+            else:
+                gm = _group_max(logits_ptr, row_stride, V, n, b, j, gg, gmask_ptr, g_sb, g_sj,
+                                has_g, HAS_GRAMMAR, G_RUNS, STRIDE)
         else:
-            gpp = 64 // parts
-            for g0 in range(q * gpp, (q + 1) * gpp, GB):
+            g_start = q * gpp
+            if THR_EARLY:
+                tl.store(gmax_ptr + n.to(tl.int64) * 64 + g_first, gm0)
+                g_start += GB
+            for g0 in range(g_start, (q + 1) * gpp, GB):
                 g = g0 + tl.arange(0, GB)
                 tl.store(gmax_ptr + n.to(tl.int64) * 64 + g,
                          _group_max(logits_ptr, row_stride, V, n, b, j, g, gmask_ptr, g_sb,
@@ -754,9 +784,6 @@ PACK_LANE = tl.constexpr(os.environ.get("SONICSPEC_PACK_LANE", "1") == "1")
 LAZY_TEMP = tl.constexpr(os.environ.get("SONICSPEC_LAZY_TEMP", "1") == "1")
 # The tile kernel loads its row's settings (temperature, flags) after the tile, not before
 # (`_tile_kernel`). SONICSPEC_TILE_SETTINGS_FIRST=1 (measurement) restores the old order.
-# Measurement only (wrong results): filtered rows with a patch exclude their patched ids
-# (the bit words, no values) instead of gathering their values.
-EXCL_PROBE = tl.constexpr(os.environ.get("SONICSPEC_EXCL_PROBE", "0") == "1")
 SETTINGS_FIRST = tl.constexpr(os.environ.get("SONICSPEC_TILE_SETTINGS_FIRST", "0") == "1")
 
 
@@ -831,11 +858,7 @@ def _tile_values(x, n, b, j, K1, word, lane, offs, V, flags, has_g, bits_ptr, pv
             hit = ((pw[:, None] >> lane[None, :]) & 1) != 0  # (bits past V are never set)
             # (x as the masked-off value: each hit loads into x's own register, and nothing
             # waits on one row's values before the next row's words are loaded)
-            if EXCL_PROBE and ((flags & 1) != 0):
-                x = tl.where(hit, float("-inf"), x)  # (measurement: no values, wrong results)
-            else:
-                x = tl.load(_pval_at(pval_ptr, n, b, j, K1, V, offs, HAS_PATCH), mask=hit,
-                            other=x)
+            x = tl.load(_pval_at(pval_ptr, n, b, j, K1, V, offs, HAS_PATCH), mask=hit, other=x)
     if HAS_GRAMMAR:  # noqa: SIM102 - a constexpr branch around a runtime one
         if has_g != 0:  # (rows without a grammar skip the words)
             gw = tl.load(gmask_ptr + b.to(tl.int64) * g_sb + j * g_sj + word, mask=word < W,
