@@ -508,10 +508,6 @@ def _pre_kernel(logits_ptr, row_stride, hist_ids_ptr, hist_cnt_ptr, hist_cap, bi
 # A min-p-only row's threshold also at min-p's cut below the sample's max (`_thr_part`).
 # SONICSPEC_MINP_BOUND=0: the rank statistic alone, as for the other filters.
 MINP_BOUND = tl.constexpr(os.environ.get("SONICSPEC_MINP_BOUND", "1") == "1")
-# `_thr_part` loads its first step of the sample (and the grammar words) together with the
-# row's settings, before it knows whether the row has a filter. SONICSPEC_THR_EARLY=0
-# (measurement) loads them after the settings (and the words after the grammar flag).
-THR_EARLY = tl.constexpr(os.environ.get("SONICSPEC_THR_EARLY", "1") == "1")
 # The threshold's rank statistic by a 64 x 64 count instead of a bitonic sort of the group
 # maxima (the sort's stages cross warps; on the critical path of every small batch).
 # SONICSPEC_THR_SORT=1 (measurement) restores the sort.
@@ -532,11 +528,7 @@ def _group_max(logits_ptr, row_stride, V, n, b, j, g, gmask_ptr, g_sb, g_sj, has
     x = tl.load(logits_ptr + n.to(tl.int64) * row_stride + offs, mask=offs < V,
                 other=float("-inf")).to(tl.float32)
     if HAS_GRAMMAR:  # noqa: SIM102 - a constexpr branch around a runtime one
-        if THR_EARLY:  # the words with the sample, applied where the row has a grammar
-            gw = tl.load(gmask_ptr + b.to(tl.int64) * g_sb + j * g_sj + word,
-                         mask=word * 32 < V, other=-1)
-            x = tl.where((((gw >> lane) & 1) != 0) | (has_g == 0), x, float("-inf"))
-        elif has_g != 0:
+        if has_g != 0:
             gw = tl.load(gmask_ptr + b.to(tl.int64) * g_sb + j * g_sj + word,
                          mask=word * 32 < V, other=0)
             x = tl.where(((gw >> lane) & 1) != 0, x, float("-inf"))
@@ -571,40 +563,18 @@ def _thr_part(logits_ptr, row_stride, V, K1, n, q, parts, temp_ptr, gmask_ptr, g
     k = tl.load(topk_ptr + b)
     top_p = tl.load(topp_ptr + b)
     min_p = tl.load(minp_ptr + b)
-    gg = tl.arange(0, 64)
-    gpp = 64 // parts
-    if THR_EARLY:
-        # the part's first step of the sample, loaded with the settings (and with the
-        # grammar flag, not after it): one round trip before the maxima instead of three
-        # (settings, flag, sample); rows without a filter load it and do not use it
-        has_g0 = 0
-        if HAS_GRAMMAR:
-            has_g0 = tl.load(hasg_ptr + b).to(tl.int32)
-        g_first = gg
-        if GB < 64:
-            g_first = q * gpp + tl.arange(0, GB)
-        gm0 = _group_max(logits_ptr, row_stride, V, n, b, j, g_first, gmask_ptr, g_sb, g_sj,
-                         has_g0, HAS_GRAMMAR, G_RUNS, STRIDE)
     if _filtered(temp_raw, k, top_p, min_p):
         has_g = 0
         if HAS_GRAMMAR:
-            if THR_EARLY:
-                has_g = has_g0
-            else:
-                has_g = tl.load(hasg_ptr + b).to(tl.int32)
+            has_g = tl.load(hasg_ptr + b).to(tl.int32)
+        gg = tl.arange(0, 64)
         ticket = parts - 1
         if GB == 64:  # the whole sample in one step: its maxima stay in registers
-            if THR_EARLY:
-                gm = gm0
-            else:
-                gm = _group_max(logits_ptr, row_stride, V, n, b, j, gg, gmask_ptr, g_sb, g_sj,
-                                has_g, HAS_GRAMMAR, G_RUNS, STRIDE)
+            gm = _group_max(logits_ptr, row_stride, V, n, b, j, gg, gmask_ptr, g_sb, g_sj,
+                            has_g, HAS_GRAMMAR, G_RUNS, STRIDE)
         else:
-            g_start = q * gpp
-            if THR_EARLY:
-                tl.store(gmax_ptr + n.to(tl.int64) * 64 + g_first, gm0)
-                g_start += GB
-            for g0 in range(g_start, (q + 1) * gpp, GB):
+            gpp = 64 // parts
+            for g0 in range(q * gpp, (q + 1) * gpp, GB):
                 g = g0 + tl.arange(0, GB)
                 tl.store(gmax_ptr + n.to(tl.int64) * 64 + g,
                          _group_max(logits_ptr, row_stride, V, n, b, j, g, gmask_ptr, g_sb,
