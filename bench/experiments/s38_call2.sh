@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# (Its knob is not on main: `git apply bench/experiments/s38-probes.diff` first.)
 # Session 38, call 2: how much the patch's value gather costs the issue mix's filtered
 # rows (SONICSPEC_EXCL_PROBE=1: they exclude their patched ids by the bits alone; wrong
 # results, timing only), same call, two repeats.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# (Its knob is not on main: `git apply bench/experiments/s38-probes.diff` first.)
 # Session 38, call 3: the patch's gathers in id order (SONICSPEC_SORT_HIST=1: each request's
 # history ids sorted at batch construction), issue and penalties mixes, same call.
 set -uo pipefail

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# (Its knob is not on main: `git apply bench/experiments/s38-probes.diff` first.)
 # Session 38, call 5: verify's pre kernel at 124 registers runs at 25% occupancy and is
 # latency-bound (ncu, call 4). Its register cap (SONICSPEC_VERIFY_PRE_MAXNREG) and 8 warps at
 # V = 32000, then the caps at V = 128256 / 262144; issue mix, same call.

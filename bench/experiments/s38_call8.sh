@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# (Its knob is not on main: `git apply bench/experiments/s38-probes.diff` first.)
 # Session 38, call 8: what the call would take if the pre kernel cost nothing
 # (SONICSPEC_SKIP_PRE_PROBE=1: the captured call reuses the warm-up calls' thresholds and
 # patch on the same inputs, so the graph holds no pre kernel), same call; and its timeline.

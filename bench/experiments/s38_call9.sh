@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# (Its knob is not on main: `git apply bench/experiments/thr-early.diff` first.)
 # Session 38, call 9: `_thr_part` loading its first sample step with the settings
 # (SONICSPEC_THR_EARLY, default 1) against the old order (0), same call, one repeat; then
 # the sampler's GPU tests on the new code (limit 150 s each).
