@@ -75,14 +75,14 @@ def patch_mode(vocab: int, k1: int) -> int:
 # programs an SM as before that change; run 66's same-call sweep: no difference beyond
 # +-2 us either way. verify's stays uncapped (40 bytes of spills at 80). 0 = no cap.
 PRE_MAXNREG = int(os.environ.get("SONICSPEC_PRE_MAXNREG", "80"))
-# A register cap for the tile kernel (`tile_maxnreg`; 64 at V <= 65536 since run 180): 56 for
-# tiles of 1024 (72 uncapped), 48 for tiles of 2048 (80 uncapped; 64 bytes of spills at 48,
-# 24 at 56), so that more programs share an SM: more
-# loads in flight (run 8's sweep: uncapped 4-5% slower; run 16: two tiles a program at 80
-# registers slower still). Runs 127-128 (H200, issue mix, graph replays, us): at V = 262144
-# 72 / 64 / 56 / 48 / 40 verify B = 256 565 / 541 / 517-519 / 512-513 / 526, B = 64 156 /
-# 151 / 144-145 / 142 / 147, sample B = 256 127 / 121 / 116-120 / 114-115 / 119; at
-# V = 128256 56 and 48 within 1%; at V = 32000 48 loses (verify B = 256 129 -> 134).
+# A register cap for the tile kernel (the rule: `tile_maxnreg`; tiles of 1024 take 72 registers
+# uncapped, tiles of 2048 80, with 64 bytes of spills at 48 and 24 at 56), so that more
+# programs share an SM: more loads in flight (run 8's sweep: uncapped 4-5% slower; run 16:
+# two tiles a program at 80 registers slower still). Runs 127-128 (H200, issue mix, graph
+# replays, us): at V = 262144 72 / 64 / 56 / 48 / 40 verify B = 256 565 / 541 / 517-519 /
+# 512-513 / 526, B = 64 156 / 151 / 144-145 / 142 / 147, sample B = 256 127 / 121 / 116-120 /
+# 114-115 / 119; at V = 128256 56 and 48 within 1%; at V = 32000 48 loses (verify B = 256
+# 129 -> 134).
 # SONICSPEC_TILE_MAXNREG sets one cap for all tiles (0 = no cap).
 TILE_MAXNREG = os.environ.get("SONICSPEC_TILE_MAXNREG")
 FINISH_MAXNREG = int(os.environ.get("SONICSPEC_FINISH_MAXNREG", "0"))  # measurement

@@ -6,7 +6,9 @@ import sys
 
 d = collections.defaultdict(lambda: collections.defaultdict(list))
 spec = None
-for line in open(sys.argv[1]):
+with open(sys.argv[1]) as log:
+    lines = log.readlines()
+for line in lines:
     if line.startswith("=="):
         spec = line.split("chunks ", 1)[1].strip().replace("default+", "")
         continue

@@ -5,7 +5,8 @@ import sys
 
 
 def main(path: str, top: int = 45) -> None:
-    rows = list(csv.reader(open(path, errors="replace")))
+    with open(path, errors="replace") as f:
+        rows = list(csv.reader(f))
     head_i = next(i for i, r in enumerate(rows) if any("Source" in c for c in r))
     head = rows[head_i]
     print("columns:", " | ".join(head))
