@@ -107,7 +107,12 @@ BLOCK_Q = 8
 # at most ([POS, BLOCK_H]). Runs 63-64 (verify, H200): one program a request (8 positions,
 # 2048 values) is slower at B <= 64 (V = 32000, B = 1: 26 -> 38 us; the program's chunks run
 # one after another) and gains only at B = 256 (V = 262144: 560 -> 550); 2 positions a
-# program: 27 us / 554; 1, the default: 25 / 549. (Measurement knobs.)
+# program: 27 us / 554; 1, the default: 25 / 549. Runs 198-199 (verify, K = 4, issue mix,
+# same call, two repeats) again: POS 8 gains 1.6-2.3 us at B = 256 (V = 32000 127.6 ->
+# 125.3-126.0, V = 262144 481-483 -> 477-480, V = 128256 equal), is mixed at B = 192 and
+# slower below (B = 16, V = 32000: 22.9 -> 36.0); POS 4 and 2, and chunks of 64 or 512 ids,
+# no better overall. A POS by batch size would compile another pre kernel for large batches
+# (item 4: one compilation for every batch size), so it stays 1. (Measurement knobs.)
 PATCH_POS = int(os.environ.get("SONICSPEC_PATCH_POS", "1"))
 PATCH_VALUES = int(os.environ.get("SONICSPEC_PATCH_VALUES", "1024"))
 # No multiply-add contraction: `x - f * count` must round twice, as torch computes it.
