@@ -112,7 +112,12 @@ BLOCK_Q = 8
 # 125.3-126.0, V = 262144 481-483 -> 477-480, V = 128256 equal), is mixed at B = 192 and
 # slower below (B = 16, V = 32000: 22.9 -> 36.0); POS 4 and 2, and chunks of 64 or 512 ids,
 # no better overall. A POS by batch size would compile another pre kernel for large batches
-# (item 4: one compilation for every batch size), so it stays 1. (Measurement knobs.)
+# (item 4: one compilation for every batch size), so it stays 1. Runs 201-202 split the patch
+# by ids instead (each of a request's K + 1 programs every position of a K + 1-th of the
+# history: `bench/experiments/patch-split-*.diff`): verify B = 256, V = 32000 127.2 -> 124.8 us
+# (penalties mix 119.5 -> 107.3), but B = 1 17.7 -> 19.3; compiled beside the patch by rows
+# and chosen at run time, the pre kernel (128 registers instead of 80) lost at every B
+# (B = 256 127.7 -> 132.9). Neither kept. (Measurement knobs.)
 PATCH_POS = int(os.environ.get("SONICSPEC_PATCH_POS", "1"))
 PATCH_VALUES = int(os.environ.get("SONICSPEC_PATCH_VALUES", "1024"))
 # No multiply-add contraction: `x - f * count` must round twice, as torch computes it.
