@@ -34,7 +34,7 @@ from bench.sass_path import path_length  # noqa: E402
 from sampler import triton_backend as tri  # noqa: E402
 from sampler import triton_kernels as tk  # noqa: E402
 
-KERNELS = ("_pre_kernel", "_tile_kernel", "_finish_kernel", "_combine_kernel")
+KERNELS = ("_pre_kernel", "_patch_kernel", "_tile_kernel", "_finish_kernel", "_combine_kernel")
 OP = r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)"  # a SASS line's opcode
 CLASSES = {"load": r"^LD", "store": r"^ST", "atomic": r"^(ATOM|RED)", "shfl": r"^SHFL",
            "bar": r"^BAR", "mufu": r"^MUFU", "fp32": r"^F(ADD|MUL|FMA|MNMX|SETP|SEL)",
@@ -91,8 +91,8 @@ def recording():
                 launches.append(Launch(self.kernel, args, kwargs))
             return launch
 
-    saved = {name: getattr(tk, name) for name in KERNELS}
-    for name in KERNELS:
+    saved = {name: getattr(tk, name) for name in KERNELS if hasattr(tk, name)}
+    for name in saved:
         setattr(tk, name, Recorder(saved[name]))
     try:
         yield launches
