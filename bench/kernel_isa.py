@@ -28,14 +28,16 @@ import torch  # noqa: E402
 import triton  # noqa: E402
 from triton.backends.compiler import GPUTarget  # noqa: E402
 from triton.compiler import ASTSource  # noqa: E402
+from triton.runtime.jit import JITFunction  # noqa: E402
 
 from bench.sampler import MIX, MIXES, make_batch  # noqa: E402
 from bench.sass_path import path_length  # noqa: E402
 from sampler import triton_backend as tri  # noqa: E402
 from sampler import triton_kernels as tk  # noqa: E402
 
-# (`_patch_kernel` exists on branch exp/patch-kernel; names the module lacks are skipped)
-KERNELS = ("_pre_kernel", "_patch_kernel", "_tile_kernel", "_finish_kernel", "_combine_kernel")
+# the sampler's kernels: every JIT function of triton_kernels named *_kernel
+KERNELS = tuple(name for name, obj in vars(tk).items()
+                if name.endswith("_kernel") and isinstance(obj, JITFunction))
 OP = r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)"  # a SASS line's opcode
 CLASSES = {"load": r"^LD", "store": r"^ST", "atomic": r"^(ATOM|RED)", "shfl": r"^SHFL",
            "bar": r"^BAR", "mufu": r"^MUFU", "fp32": r"^F(ADD|MUL|FMA|MNMX|SETP|SEL)",
@@ -92,8 +94,8 @@ def recording():
                 launches.append(Launch(self.kernel, args, kwargs))
             return launch
 
-    saved = {name: getattr(tk, name) for name in KERNELS if hasattr(tk, name)}
-    for name in saved:
+    saved = {name: getattr(tk, name) for name in KERNELS}
+    for name in KERNELS:
         setattr(tk, name, Recorder(saved[name]))
     try:
         yield launches
