@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# Ran as run 203 in session 46 (not kept: bench/NOTES-sampler.md).
 # Prepared in session 40 for the next GPU session (branch exp/patch-kernel; also
 # experiments/prepared-patch-kernel.diff, applies on main): where pval is [B, V, K + 1]
 # (verify, V <= 65536) the patch runs as a kernel of its own before the thresholds' pre
