@@ -6,9 +6,12 @@ the kernel (`triton_backend.sample_plan`), and per row: the tokens above the thr
 the row to the slow path). With --levels: for the rows with more than CMAX tokens above
 the threshold, the finish's raise by level counts (`triton_kernels.LEVEL_FRACTIONS`, the
 bound L taken as the threshold): how many find no level (then the histogram) and how many
-candidates the others keep. Measurement only.
+candidates the others keep. With --local R...: instead of the pre kernel's row threshold, each
+tile's own bound (the R-th largest of its 32-token rows' maxima, tiles of 1024 as the GPU's at
+V = 32000): the finish's bound L is the max over the tiles' bounds (a tile above C takes its
+max), and the tokens above L are the candidates it can trust. Measurement only.
 
-    python bench/threshold_sim.py [--rows 2000] [--scale 8] [--levels]
+    python bench/threshold_sim.py [--rows 2000] [--scale 8] [--levels] [--local 4 8 12]
 """
 
 from __future__ import annotations
@@ -79,13 +82,50 @@ def main_levels(rows: int, scale: float) -> None:
                   + " ".join(f"{v:4d}" for v in q), flush=True)
 
 
+def local_bound(x: torch.Tensor, rank: int, block: int = 1024) -> tuple[torch.Tensor,
+                                                                       torch.Tensor]:
+    """Per row of x [rows, V]: the finish's bound L if each tile of `block` tokens kept its
+    tokens above its own bound, the rank-th largest of its rows' (32 tokens) maxima; and the
+    most tokens any tile kept. A tile keeping more than its C slots trusts only its max."""
+    rows, vocab = x.shape
+    tiles = -(-vocab // block)
+    xp = torch.nn.functional.pad(x, (0, tiles * block - vocab), value=float("-inf"))
+    xp = xp.view(rows, tiles, block // 32, 32)
+    top = xp.amax(-1).sort(-1, descending=True).values
+    bound = top[:, :, rank - 1]
+    kept = (xp > bound[..., None, None]).sum((-1, -2))
+    tb = torch.where(kept > tri.slots(tiles), top[:, :, 0], torch.minimum(bound, top[:, :, 0]))
+    return tb.amax(1), kept.amax(1)
+
+
+def main_local(rows: int, scale: float, ranks: list[int]) -> None:
+    vocab = 32000
+    print(f"V = {vocab}, tiles of 1024, C = {tri.slots(-(-vocab // 1024))}; tokens above L")
+    print(f"{'grammar':>7} {'R':>3} | min   p1  med  max | P(<50)  max/tile")
+    for grammar in (False, True):
+        x = torch.randn(rows, vocab) * scale
+        if grammar:
+            x[:, : vocab // 2] = float("-inf")
+        for rank in ranks:
+            lim, most = local_bound(x, rank)
+            count = (x > lim[:, None]).sum(1)
+            q = torch.quantile(count.float(), torch.tensor([0.0, 0.01, 0.5, 1.0]))
+            print(f"{str(grammar):>7} {rank:>3} | " + " ".join(f"{v:4d}" for v in q.int().tolist())
+                  + f" | {float((count < 50).float().mean()):6.4f}  {int(most.max()):8d}",
+                  flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rows", type=int, default=2000)
     ap.add_argument("--scale", type=float, default=8.0)
     ap.add_argument("--levels", action="store_true")
+    ap.add_argument("--local", type=int, nargs="*", help="tile-local bounds of these ranks")
     args = ap.parse_args()
     torch.manual_seed(0)
+    if args.local:
+        main_local(args.rows, args.scale, args.local)
+        return
     if args.levels:
         main_levels(args.rows, args.scale)
         return
