@@ -24,6 +24,7 @@ import os
 import sys
 from functools import partial
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 import triton
@@ -31,6 +32,9 @@ import triton.language as tl
 
 sys.path[0] = str(Path(__file__).resolve().parents[2])
 from sampler.triton_kernels import _after_prior  # noqa: E402
+
+if TYPE_CHECKING:
+    from sampler import Sampler
 
 INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 
@@ -163,7 +167,7 @@ def check() -> None:
         print(f"rows={rows} V={vocab} block={block}: {', '.join(ways)} equal the reference")
 
 
-def measure(sampler, rows: int, vocab: int, iters: int) -> list[str]:
+def measure(sampler: Sampler, rows: int, vocab: int, iters: int) -> list[str]:
     """One size's lines of the table: per tile width the probe's three ways, then the
     sampler (temperature and issue mixes) and FlashInfer's sampling call on the same logits."""
     from bench.sampler import MIX, case_inputs, flashinfer_calls, maybe, timed
