@@ -46,6 +46,15 @@ def thresholds(x: torch.Tensor, vocab: int, with_max: bool = False):
     return (thr, gmax.amax(1, keepdim=True)) if with_max else thr
 
 
+def synthetic(rows: int, vocab: int, scale: float, grammar: bool) -> torch.Tensor:
+    """rows of randn * scale logits [rows, V]; with grammar, the first half of the vocabulary
+    (whole 32-token words, as bench/sampler.py's bitmask) forbidden."""
+    x = torch.randn(rows, vocab) * scale
+    if grammar:
+        x[:, : (vocab + 31) // 32 // 2 * 32] = float("-inf")
+    return x
+
+
 def levels(x: torch.Tensor, thr: torch.Tensor, cap: int) -> tuple[int, int, list[int]]:
     """The level raise on the rows of x [rows, V] with more than cap tokens above their
     threshold thr [rows, 1]: (rows raised, rows with no level, counts kept by the others)."""
@@ -72,9 +81,7 @@ def main_levels(rows: int, scale: float) -> None:
     print(f"{'V':>7} {'grammar':>7} | raised  no level | kept: min   p1  p10  med  max")
     for vocab in (32000, 128256, 262144):
         for grammar in (False, True):
-            x = torch.randn(rows, vocab) * scale
-            if grammar:
-                x[:, : (vocab + 31) // 32 // 2 * 32] = float("-inf")
+            x = synthetic(rows, vocab, scale, grammar)
             raised, fell, kept = levels(x, thresholds(x, vocab), tri.CMAX)
             q = torch.quantile(torch.tensor(kept, dtype=torch.float32),
                                torch.tensor([0.0, 0.01, 0.1, 0.5, 1.0])).int().tolist()
@@ -103,9 +110,7 @@ def main_local(rows: int, scale: float, ranks: list[int]) -> None:
     print(f"V = {vocab}, tiles of 1024, C = {tri.slots(-(-vocab // 1024))}; tokens above L")
     print(f"{'grammar':>7} {'R':>3} | min   p1  med  max | P(<50)  max/tile")
     for grammar in (False, True):
-        x = torch.randn(rows, vocab) * scale
-        if grammar:
-            x[:, : vocab // 2] = float("-inf")
+        x = synthetic(rows, vocab, scale, grammar)
         for rank in ranks:
             lim, most = local_bound(x, rank)
             count = (x > lim[:, None]).sum(1)
@@ -135,9 +140,7 @@ def main() -> None:
         tiles = -(-vocab // TILE)
         c = tri.slots(tiles)
         for grammar in (False, True):
-            x = torch.randn(args.rows, vocab) * args.scale
-            if grammar:
-                x[:, : (vocab + 31) // 32 // 2 * 32] = float("-inf")
+            x = synthetic(args.rows, vocab, args.scale, grammar)
             above = x > thresholds(x, vocab)
             count = above.sum(1)
             per_tile = torch.nn.functional.pad(above, (0, tiles * TILE - vocab)).view(

@@ -31,6 +31,7 @@ import triton
 import triton.language as tl
 
 sys.path[0] = str(Path(__file__).resolve().parents[2])
+from sampler.sampling import inverse_cdf  # noqa: E402
 from sampler.triton_kernels import _after_prior  # noqa: E402
 
 if TYPE_CHECKING:
@@ -139,10 +140,8 @@ class Probe:
 
 
 def reference(logits: torch.Tensor, temperature: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
-    """The inverse-CDF token of each row's softmax(logits / t) at u (float64)."""
-    p = torch.softmax(logits.double() / temperature.double()[:, None], -1)
-    c = torch.cumsum(p, -1)
-    return torch.clamp((c <= u.double()[:, None]).sum(-1), max=logits.shape[1] - 1)
+    """The inverse-CDF token of each row's softmax(logits / t) at u (float64 weights)."""
+    return inverse_cdf(torch.softmax(logits.double() / temperature.double()[:, None], -1), u)
 
 
 def check() -> None:
@@ -170,7 +169,7 @@ def check() -> None:
 def measure(sampler: Sampler, rows: int, vocab: int, iters: int) -> list[str]:
     """One size's lines of the table: per tile width the probe's three ways, then the
     sampler (temperature and issue mixes) and FlashInfer's sampling call on the same logits."""
-    from bench.sampler import MIX, case_inputs, flashinfer_calls, maybe, timed
+    from bench.sampler import MIX, case_inputs, flashinfer_calls, make_batch, maybe, timed
 
     MIX[0] = "issue"
     logits, drafts, first, batch, _ = case_inputs(rows, vocab, "cuda", scale=8.0)
@@ -178,7 +177,7 @@ def measure(sampler: Sampler, rows: int, vocab: int, iters: int) -> list[str]:
     fi = maybe(lambda: flashinfer_calls(rows, vocab, logits, drafts)) or {}
     fi_us = maybe(lambda: timed(fi["sample"], "cuda", iters)) if fi else None
     MIX[0] = "temperature"
-    tbatch = case_inputs(rows, vocab, "cuda", scale=8.0)[3]
+    tbatch = make_batch(rows, vocab, 1, "cuda")  # (the same logits, temperature rows)
     temp_us = timed(lambda: sampler.sample(first, tbatch), "cuda", iters)
     temp = torch.full((rows,), 0.7, device="cuda")
     seeds = torch.arange(rows, dtype=torch.int64, device="cuda")
