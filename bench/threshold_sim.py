@@ -7,8 +7,8 @@ the row to the slow path). With --levels: for the rows with more than CMAX token
 the threshold, the finish's raise by level counts (`triton_kernels.LEVEL_FRACTIONS`, the
 bound L taken as the threshold): how many find no level (then the histogram) and how many
 candidates the others keep. With --local R...: instead of the pre kernel's row threshold, each
-tile's own bound (the R-th largest of its 32-token rows' maxima, tiles of 1024 as the GPU's at
-V = 32000): the finish's bound L is the max over the tiles' bounds (a tile above C takes its
+tile's own bound (the R-th largest of its 32-token rows' maxima, the GPU's tiles:
+`tri.block_v`): the finish's bound L is the max over the tiles' bounds (a tile above C takes its
 max), and the tokens above L are the candidates it can trust. Measurement only.
 
     python bench/threshold_sim.py [--rows 2000] [--scale 8] [--levels] [--local 4 8 12]
@@ -26,7 +26,8 @@ sys.path[0] = str(Path(__file__).resolve().parents[1])
 from sampler import triton_backend as tri  # noqa: E402
 from sampler import triton_kernels as tk  # noqa: E402
 
-TILE = 2048  # the GPU's BLOCK_V
+# the per-tile counts' tile: the GPU's BLOCK_V above V = 131072 (1024 below: `tri.block_v`)
+TILE = 2048
 
 
 def thresholds(x: torch.Tensor, vocab: int, with_max: bool = False):
@@ -89,25 +90,27 @@ def main_levels(rows: int, scale: float) -> None:
                   + " ".join(f"{v:4d}" for v in q), flush=True)
 
 
-def local_bound(x: torch.Tensor, rank: int, block: int = 1024) -> tuple[torch.Tensor,
-                                                                       torch.Tensor]:
-    """Per row of x [rows, V]: the finish's bound L if each tile of `block` tokens kept its
-    tokens above its own bound, the rank-th largest of its rows' (32 tokens) maxima; and the
-    most tokens any tile kept. A tile keeping more than its C slots trusts only its max."""
+def local_bound(x: torch.Tensor, rank: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per row of x [rows, V]: the finish's bound L if each tile (the GPU's, `tri.block_v`)
+    kept its tokens above its own bound, the rank-th largest of its rows' (32 tokens) maxima;
+    and the most tokens any tile kept. A tile keeping more than its C slots trusts only its
+    max."""
     rows, vocab = x.shape
+    block = tri.block_v(vocab)
     tiles = -(-vocab // block)
     xp = torch.nn.functional.pad(x, (0, tiles * block - vocab), value=float("-inf"))
     xp = xp.view(rows, tiles, block // 32, 32)
     top = xp.amax(-1).sort(-1, descending=True).values
     bound = top[:, :, rank - 1]
     kept = (xp > bound[..., None, None]).sum((-1, -2))
-    tb = torch.where(kept > tri.slots(tiles), top[:, :, 0], torch.minimum(bound, top[:, :, 0]))
+    tb = torch.where(kept > tri.slots(tiles), top[:, :, 0], bound)
     return tb.amax(1), kept.amax(1)
 
 
 def main_local(rows: int, scale: float, ranks: list[int]) -> None:
     vocab = 32000
-    print(f"V = {vocab}, tiles of 1024, C = {tri.slots(-(-vocab // 1024))}; tokens above L")
+    block = tri.block_v(vocab)
+    print(f"V = {vocab}, tiles of {block}, C = {tri.slots(-(-vocab // block))}; tokens above L")
     print(f"{'grammar':>7} {'R':>3} | min   p1  med  max | P(<50)  max/tile")
     for grammar in (False, True):
         x = synthetic(rows, vocab, scale, grammar)
