@@ -53,8 +53,10 @@ def _stats(x_ptr, row_stride, V, inv_t_ptr, r, t, tmax_ptr, tsum_ptr, T_PAD: tl.
 
 
 @triton.jit
-def _draw(x_ptr, row_stride, V, inv_t_ptr, seed_ptr, r, T, tmax_ptr, tsum_ptr, out_ptr,
-          u_ptr, T_PAD: tl.constexpr, BLOCK: tl.constexpr):
+def _pick(tmax_ptr, tsum_ptr, seed_ptr, r, T, T_PAD: tl.constexpr):
+    """Row r's tile (of its first T, by their stored max and mass) drawn with probability
+    proportional to its mass, the uniform's remaining target inside it, the row's max and
+    the uniform."""
     tt = tl.arange(0, T_PAD)
     mt = tl.load(tmax_ptr + r * T_PAD + tt, mask=tt < T, other=float("-inf"),
                  cache_modifier=".cg")
@@ -65,13 +67,26 @@ def _draw(x_ptr, row_stride, V, inv_t_ptr, seed_ptr, r, T, tmax_ptr, tsum_ptr, o
     target = u * tl.sum(w, 0)
     tile = tl.minimum(tl.sum((tl.cumsum(w, 0) <= target).to(tl.int32), 0), T - 1)
     target -= tl.sum(tl.where(tt < tile, w, 0.0), 0)
+    return tile, target, big, u
+
+
+@triton.jit
+def _token_in(e, tile, target, V, BLOCK: tl.constexpr):
+    """The token of tile `tile` (weights e) where the inverse CDF reaches target."""
+    last = tl.minimum(V - tile * BLOCK, BLOCK) - 1
+    idx = tl.minimum(tl.sum((tl.cumsum(e, 0) <= target).to(tl.int32), 0), last)
+    return tile * BLOCK + idx
+
+
+@triton.jit
+def _draw(x_ptr, row_stride, V, inv_t_ptr, seed_ptr, r, T, tmax_ptr, tsum_ptr, out_ptr,
+          u_ptr, T_PAD: tl.constexpr, BLOCK: tl.constexpr):
+    tile, target, big, u = _pick(tmax_ptr, tsum_ptr, seed_ptr, r, T, T_PAD)
     offs = tile * BLOCK + tl.arange(0, BLOCK)
     x = tl.load(x_ptr + r.to(tl.int64) * row_stride + offs, mask=offs < V,
                 other=float("-inf")).to(tl.float32)
     e = tl.exp(x * tl.load(inv_t_ptr + r) - big)
-    last = tl.minimum(V - tile * BLOCK, BLOCK) - 1
-    idx = tl.minimum(tl.sum((tl.cumsum(e, 0) <= target).to(tl.int32), 0), last)
-    tl.store(out_ptr + r, tile * BLOCK + idx)
+    tl.store(out_ptr + r, _token_in(e, tile, target, V, BLOCK))
     tl.store(u_ptr + r, u)
 
 
