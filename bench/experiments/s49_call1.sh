@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
-# Prepared in session 49 for the next GPU session (not yet run): experiments/cluster_probe.py,
-# the least exact sampler with a row's programs launched as one thread-block cluster and
-# meeting at barrier.cluster, against onekernel_probe's `one` (ticket) and `two_pdl`, and the
-# sampler's temperature and issue mixes, B 1 / 16 / 64 / 256 at V = 32000 and 128256; then
-# B 1 / 16 at V = 262144 (~2-3 min in all; no FlashInfer needed).
+# Prepared in session 49 for the next GPU session (not yet run): experiments/cluster_probe.py.
+# A row's programs launched as one thread-block cluster that meets at barrier.cluster: the
+# least exact sampler (draw / own, NC 8 and 16, one to three meetings) against
+# onekernel_probe's `one` (ticket) and `two_pdl`, and an exact top-k / top-p sampler in one
+# cluster (filt8, filt16) against the sampler's temperature, filters and issue mixes; B 1 /
+# 16 / 64 / 256 at V = 32000 and 128256, then B 1 / 16 at V = 262144 (~3-4 min; no
+# FlashInfer needed). The check on small shapes runs first and stops the call on a mismatch.
 set -uo pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD
 nvidia-smi --query-gpu=name,clocks.max.sm --format=csv,noheader | tee "$OUT/gpu.txt"
-timeout 300 python3 bench/experiments/cluster_probe.py 2>&1 | tee "$OUT/cluster-probe.log"
-timeout 120 python3 bench/experiments/cluster_probe.py --batch 1 16 --vocab 262144 2>&1 \
+timeout 360 python3 bench/experiments/cluster_probe.py 2>&1 | tee "$OUT/cluster-probe.log"
+timeout 150 python3 bench/experiments/cluster_probe.py --batch 1 16 --vocab 262144 2>&1 \
   | tail -3 | tee -a "$OUT/cluster-probe.log"
