@@ -38,7 +38,6 @@ its float64 reference at every size as well.
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 from functools import partial
@@ -54,6 +53,7 @@ from bench.experiments.onekernel_probe import (  # noqa: E402
     _draw,
     _pick,
     _token_in,
+    cli,
     reference,
 )
 from sampler.triton_kernels import _key, _unkey  # noqa: E402
@@ -89,6 +89,17 @@ else:
 
 
 @triton.jit
+def _chunk(x_ptr, row_stride, V, inv_t_ptr, pid, NC: tl.constexpr, BLOCK: tl.constexpr):
+    """Program pid's row r, chunk c, token ids and values x / t (-inf past V)."""
+    r = pid // NC
+    c = pid % NC
+    offs = c * BLOCK + tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + r.to(tl.int64) * row_stride + offs, mask=offs < V,
+                other=float("-inf"), eviction_policy="evict_first").to(tl.float32)
+    return r, c, offs, x * tl.load(inv_t_ptr + r)
+
+
+@triton.jit
 def _cluster_kernel(x_ptr, row_stride, V, inv_t_ptr, seed_ptr, T, tmax_ptr, tsum_ptr, xch_ptr,
                     out_ptr, u_ptr, NC: tl.constexpr, BLOCK: tl.constexpr,
                     OWNER: tl.constexpr, PHASES: tl.constexpr, STAGE: tl.constexpr):
@@ -98,12 +109,7 @@ def _cluster_kernel(x_ptr, row_stride, V, inv_t_ptr, seed_ptr, T, tmax_ptr, tsum
     plain launches (the interpreter, whose programs run one after another; its stage 2
     reloads the chunk)."""
     pid = tl.program_id(0)
-    r = pid // NC
-    c = pid % NC
-    offs = c * BLOCK + tl.arange(0, BLOCK)
-    x = tl.load(x_ptr + r.to(tl.int64) * row_stride + offs, mask=offs < V,
-                other=float("-inf"), eviction_policy="evict_first").to(tl.float32)
-    x = x * tl.load(inv_t_ptr + r)
+    r, c, offs, x = _chunk(x_ptr, row_stride, V, inv_t_ptr, pid, NC, BLOCK)
     m = tl.max(x, 0)
     row_max = m
     n_prog = tl.num_programs(0)
@@ -167,12 +173,7 @@ def _filter_kernel(x_ptr, row_stride, V, inv_t_ptr, seed_ptr, top_k, top_p, gmax
     probe's stand-in for the sampler's exact path. STAGE as in `_cluster_kernel` (1, 2, 3:
     before, between and after the meetings)."""
     pid = tl.program_id(0)
-    r = pid // NC
-    c = pid % NC
-    offs = c * BLOCK + tl.arange(0, BLOCK)
-    x = tl.load(x_ptr + r.to(tl.int64) * row_stride + offs, mask=offs < V,
-                other=float("-inf"), eviction_policy="evict_first").to(tl.float32)
-    x = x * tl.load(inv_t_ptr + r)
+    r, c, offs, x = _chunk(x_ptr, row_stride, V, inv_t_ptr, pid, NC, BLOCK)
     if STAGE <= 1:
         _top_store(tl.max(tl.reshape(x, (BLOCK // 32, 32)), 1), gmax_ptr + pid * R, R,
                    BLOCK // 32)
@@ -423,17 +424,5 @@ def bench(batches: list[int], vocabs: list[int], iters: int) -> None:
             print(measure(sampler, rows, vocab, iters), flush=True)
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--check", action="store_true", help="correctness on small shapes only")
-    ap.add_argument("--batch", type=int, nargs="+", default=[1, 16, 64, 256])
-    ap.add_argument("--vocab", type=int, nargs="+", default=[32000, 128256])
-    ap.add_argument("--iters", type=int, default=50)
-    args = ap.parse_args()
-    check()
-    if not args.check:
-        bench(args.batch, args.vocab, args.iters)
-
-
 if __name__ == "__main__":
-    main()
+    cli(__doc__, check, bench)

@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -226,17 +227,20 @@ def bench(batches: list[int], vocabs: list[int], iters: int) -> None:
                 print(line, flush=True)
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def cli(doc: str, check_fn: Callable[[], None],
+        bench_fn: Callable[[list[int], list[int], int], None]) -> None:
+    """The probes' command line: check_fn on small shapes, then (without --check) bench_fn's
+    table over --batch x --vocab."""
+    ap = argparse.ArgumentParser(description=doc.splitlines()[0])
     ap.add_argument("--check", action="store_true", help="correctness on small shapes only")
     ap.add_argument("--batch", type=int, nargs="+", default=[1, 16, 64, 256])
     ap.add_argument("--vocab", type=int, nargs="+", default=[32000, 128256])
     ap.add_argument("--iters", type=int, default=50)
     args = ap.parse_args()
-    check()
+    check_fn()
     if not args.check:
-        bench(args.batch, args.vocab, args.iters)
+        bench_fn(args.batch, args.vocab, args.iters)
 
 
 if __name__ == "__main__":
-    main()
+    cli(__doc__, check, bench)
