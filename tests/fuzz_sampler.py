@@ -1,0 +1,204 @@
+"""Differential fuzz: the Triton backend against the torch backend on random batches.
+
+Each case draws a vocabulary, a batch of rows with random settings (temperature including
+greedy and tiny values, top-k from 1 to V, top-p, min-p, every penalty, logit bias up to
++-100, histories with repeats, grammar masks down to one allowed token, logprobs), random
+logits (any scale, ties on a coarse grid, spikes, fp32 / bf16 / fp16) and either `sample` or
+`verify` (K 1-3, drafts from the logits or anywhere in the vocabulary, none / dense / sparse
+draft probabilities, num_draft per row). Tokens, accepted and emitted counts must be equal;
+logprobs' ids equal and values within 1e-4. A mismatch prints its case seed, which
+`--case SEED` repeats alone.
+
+CPU (the kernels under the interpreter, slow: CI runs 16 fixed cases, tests/test_sampler_fuzz.py):
+    python tests/fuzz_sampler.py --minutes 30 [--start 0]
+    python tests/fuzz_sampler.py --case 17
+On a GPU the same script runs the real kernels (`--device cuda`, larger vocabularies).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import sys
+import time
+from pathlib import Path
+
+if "cuda" not in sys.argv:  # (the CPU runs the kernels under the interpreter: set before
+    os.environ.setdefault("TRITON_INTERPRET", "1")  # triton is imported)
+sys.path[0] = str(Path(__file__).resolve().parents[1])
+
+import torch  # noqa: E402
+
+from sampler import SamplingBatch, SamplingParams  # noqa: E402
+from sampler import torch_backend as ref  # noqa: E402
+from sampler import triton_backend as tri  # noqa: E402
+
+CPU_VOCABS = (37, 111, 257, 1000, 1500, 2100)
+GPU_VOCABS = (111, 1000, 32000, 50257, 128256)
+
+
+def random_params(rng: random.Random, vocab: int) -> SamplingParams:
+    def pick(*options):
+        return rng.choice(options)
+
+    bias = {}
+    for _ in range(pick(0, 0, 0, 1, 3, 12)):
+        bias[rng.randrange(vocab)] = pick(rng.uniform(-5, 5), 100.0, -100.0, rng.uniform(-100, 100))
+    return SamplingParams(
+        temperature=pick(0.0, 1.0, rng.uniform(0.05, 3.0), rng.uniform(0.3, 1.5),
+                         rng.uniform(0.3, 1.5), 1e-6, 1e-3),
+        top_k=pick(0, 0, 1, 2, 5, rng.randint(1, vocab), vocab, rng.randint(1, min(vocab, 64))),
+        top_p=pick(1.0, 1.0, rng.uniform(0.01, 1.0), 0.5, 0.9, 0.999, 1e-3),
+        min_p=pick(0.0, 0.0, rng.uniform(0.0, 0.5), rng.uniform(0.0, 0.999), 0.9),
+        repetition_penalty=pick(1.0, 1.0, rng.uniform(0.5, 2.0), 1e-3, 50.0),
+        frequency_penalty=pick(0.0, 0.0, rng.uniform(-2, 2), 2.0, -2.0),
+        presence_penalty=pick(0.0, 0.0, rng.uniform(-2, 2), 2.0, -2.0),
+        logit_bias=bias,
+        logprobs=pick(0, 0, 0, 0, 1, 5, 20),
+    )
+
+
+def random_history(rng: random.Random, vocab: int) -> list[int]:
+    n = rng.choice((0, 1, 5, 30, 200))
+    pool = rng.choice((vocab, 3, 10))  # (a small pool: many repeats of the same ids)
+    ids = [rng.randrange(vocab) for _ in range(pool)] if pool < vocab else None
+    return [rng.choice(ids) if ids else rng.randrange(vocab) for _ in range(n)]
+
+
+def random_logits(rng: random.Random, shape: tuple[int, ...], device: str) -> torch.Tensor:
+    g = torch.Generator().manual_seed(rng.randrange(2**31))
+    x = torch.randn(shape, generator=g) * rng.choice((0.05, 1.0, 2.0, 2.0, 3.0, 8.0, 30.0))
+    kind = rng.choice(("plain", "plain", "grid", "spike", "flat"))
+    if kind == "grid":  # many exact ties
+        x = torch.round(x * 2) / 2
+    elif kind == "spike":
+        idx = torch.randint(0, shape[-1], shape[:-1] + (3,), generator=g)
+        x.scatter_(-1, idx, 40.0)
+    elif kind == "flat":
+        x = torch.zeros(shape)
+    dtype = rng.choice((torch.float32, torch.float32, torch.bfloat16, torch.float16))
+    return x.to(dtype).to(device)
+
+
+def random_mask(rng: random.Random, rows: int, positions: int, vocab: int) -> torch.Tensor | None:
+    if rng.random() < 0.5:
+        return None
+    g = torch.Generator().manual_seed(rng.randrange(2**31))
+    words = (vocab + 31) // 32
+    mask = torch.full((rows, positions, words), -1, dtype=torch.int32)
+    for r in range(rows):
+        kind = rng.choice(("all", "half", "sparse", "one"))
+        if kind == "half":
+            mask[r] = torch.randint(-2**31, 2**31 - 1, (positions, words), generator=g,
+                                    dtype=torch.int32)
+        elif kind in ("sparse", "one"):
+            allowed = torch.zeros(positions, vocab, dtype=torch.bool)
+            for j in range(positions):
+                n = 1 if kind == "one" else rng.randint(1, max(1, vocab // 20))
+                allowed[j, torch.randperm(vocab, generator=g)[:n]] = True
+            padded = torch.zeros(positions, words * 32, dtype=torch.int64)
+            padded[:, :vocab] = allowed.long()  # (bit i % 32 of word i // 32: token i)
+            bits = (padded.view(positions, words, 32) << torch.arange(32)).sum(-1)
+            mask[r] = torch.where(bits >= 2**31, bits - 2**32, bits).to(torch.int32)
+    return mask
+
+
+def diff(name: str, a: torch.Tensor | None, b: torch.Tensor | None, tol: float = 0.0) -> list:
+    if a is None and b is None:
+        return []
+    if a is None or b is None or a.shape != b.shape:
+        return [f"{name}: shapes {None if a is None else tuple(a.shape)} / "
+                f"{None if b is None else tuple(b.shape)}"]
+    a, b = a.cpu(), b.cpu()
+    if tol:
+        same = torch.isclose(a.float(), b.float(), rtol=0, atol=tol) | (a == b)
+    else:
+        same = a == b
+    if bool(same.all()):
+        return []
+    bad = (~same).nonzero()[:4].tolist()
+    return [f"{name} differs at {bad}: torch {a[tuple(zip(*bad))].tolist()} "
+            f"triton {b[tuple(zip(*bad))].tolist()}"]
+
+
+def run_case(seed: int, device: str) -> tuple[str, list[str]]:
+    """One random case; (its description, its differences)."""
+    rng = random.Random(seed)
+    vocab = rng.choice(CPU_VOCABS if device == "cpu" else GPU_VOCABS)
+    rows = rng.randint(1, 8)
+    params = [random_params(rng, vocab) for _ in range(rows)]
+    prompts = [random_history(rng, vocab) for _ in range(rows)]
+    outputs = [random_history(rng, vocab) for _ in range(rows)]
+    seeds = [rng.randrange(2**63) for _ in range(rows)]
+    if rng.random() < 0.5:
+        mask = random_mask(rng, rows, 1, vocab)
+        batch = SamplingBatch.from_requests(params, prompts, outputs, vocab, device=device,
+                                            grammar_bitmask=mask, seeds=seeds)
+        logits = random_logits(rng, (rows, vocab), device)
+        a, b = ref.sample(logits, batch), tri.sample(logits, batch)
+        out = diff("tokens", a.tokens, b.tokens)
+        desc = f"sample V={vocab} B={rows} {logits.dtype}"
+    else:
+        k = rng.randint(1, 3)
+        mask = random_mask(rng, rows, k + 1, vocab)
+        batch = SamplingBatch.from_requests(params, prompts, outputs, vocab, device=device,
+                                            num_positions=k + 1, grammar_bitmask=mask,
+                                            seeds=seeds)
+        logits = random_logits(rng, (rows, k + 1, vocab), device)
+        g = torch.Generator().manual_seed(rng.randrange(2**31))
+        drafts = torch.randint(0, vocab, (rows, k), generator=g)
+        near = logits[:, :k].float().argmax(-1).cpu()
+        drafts = torch.where(torch.rand(rows, k, generator=g) < 0.5, near, drafts).to(device)
+        mode = rng.choice(("none", "dense", "sparse"))
+        probs = None
+        if mode == "dense":
+            probs = torch.softmax(torch.randn(rows, k, vocab, generator=g) * 2, -1).to(device)
+        elif mode == "sparse":
+            m = rng.randint(1, 6)
+            ids = torch.randint(0, vocab, (rows, k, m), generator=g)
+            ids[:, :, 0] = drafts.cpu()
+            probs = (ids.to(device), (torch.rand(rows, k, m, generator=g) / m).to(device))
+        num_draft = None
+        if rng.random() < 0.5:
+            num_draft = torch.randint(0, k + 1, (rows,), generator=g).to(device)
+        a = ref.verify(logits, drafts, batch, probs, num_draft)
+        b = tri.verify(logits, drafts, batch, probs, num_draft)
+        out = (diff("tokens", a.tokens, b.tokens) + diff("accepted", a.num_accepted,
+                                                         b.num_accepted)
+               + diff("emitted", a.num_emitted, b.num_emitted))
+        desc = f"verify V={vocab} B={rows} K={k} {mode} {logits.dtype}"
+    out += (diff("top_ids", a.top_ids, b.top_ids) + diff("logprobs", a.logprobs, b.logprobs, 1e-4)
+            + diff("top_logprobs", a.top_logprobs, b.top_logprobs, 1e-4))
+    return desc, out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--minutes", type=float, default=10.0)
+    ap.add_argument("--count", type=int, help="stop after this many cases (a CI test)")
+    ap.add_argument("--start", type=int, default=0, help="the first case seed")
+    ap.add_argument("--case", type=int, help="repeat one case seed and print its rows")
+    ap.add_argument("--device", default="cpu")
+    args = ap.parse_args()
+    if args.case is not None:
+        desc, out = run_case(args.case, args.device)
+        print(desc, out or "equal")
+        return
+    end = time.monotonic() + 60 * args.minutes
+    seed, failed = args.start, 0
+    while time.monotonic() < end and (args.count is None or seed - args.start < args.count):
+        t0 = time.monotonic()
+        desc, out = run_case(seed, args.device)
+        status = "equal" if not out else "DIFFERS"
+        print(f"case {seed}: {desc}: {status} ({time.monotonic() - t0:.1f} s)", flush=True)
+        for line in out:
+            print(f"    {line}", flush=True)
+        failed += bool(out)
+        seed += 1
+    print(f"{seed - args.start} cases, {failed} differ")
+    sys.exit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    main()
