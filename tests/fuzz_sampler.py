@@ -12,6 +12,7 @@ logprobs' ids equal and values within 1e-4. A mismatch prints its case seed, whi
 CPU (the kernels under the interpreter, slow: CI runs 16 fixed cases, tests/test_sampler_fuzz.py):
     python tests/fuzz_sampler.py --minutes 30 [--start 0]
     python tests/fuzz_sampler.py --case 17
+    SONICSPEC_TILE_SCAN=2 SONICSPEC_CHUNKS=5,2 python tests/fuzz_sampler.py --cmax 16 ...
 On a GPU the same script runs the real kernels (`--device cuda`, larger vocabularies).
 """
 
@@ -180,7 +181,11 @@ def main() -> None:
     ap.add_argument("--start", type=int, default=0, help="the first case seed")
     ap.add_argument("--case", type=int, help="repeat one case seed and print its rows")
     ap.add_argument("--device", default="cpu")
+    ap.add_argument("--cmax", type=int, help="candidates a row (triton_backend.CMAX): a small "
+                    "list sends most filtered rows down the exact paths")
     args = ap.parse_args()
+    if args.cmax:
+        tri.CMAX = args.cmax
     if args.case is not None:
         desc, out = run_case(args.case, args.device)
         print(desc, out or "equal")
