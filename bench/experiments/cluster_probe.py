@@ -277,8 +277,8 @@ class ClusterProbe:
 
     def __init__(self, logits: torch.Tensor, temperature: torch.Tensor, seeds: torch.Tensor,
                  nc: int, phases: int = 1) -> None:
-        self.x, self.inv_t, self.seeds, self.nc, self.phases = logits, 1.0 / temperature, \
-            seeds, nc, phases
+        self.x, self.inv_t, self.seeds = logits, 1.0 / temperature, seeds
+        self.nc, self.phases = nc, phases
         rows, vocab = logits.shape
         self.block = triton.next_power_of_2(-(-vocab // nc))
         self.live = -(-vocab // self.block)
