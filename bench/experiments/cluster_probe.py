@@ -1,4 +1,5 @@
-"""What a thread-block cluster could save an exact sampler's chain of kernels (a probe).
+"""What a thread-block cluster could save an exact sampler's chain of kernels (a probe; run 208:
+nothing, bench/NOTES-sampler.md).
 
 The sampler runs each call as a chain of grids (pre, tile, finish) that meet through global
 memory and programmatic dependent launch; at V = 32000 and small B that chain's latency, not

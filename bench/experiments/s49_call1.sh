@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Prepared in session 49 for the next GPU session (not yet run): experiments/cluster_probe.py.
+# Ran as run 208 in session 49, on an H100 (not kept: bench/NOTES-sampler.md): experiments/cluster_probe.py.
 # A row's programs launched as one thread-block cluster that meets at barrier.cluster: the
 # least exact sampler (draw / own, NC 8 and 16, one to three meetings) against
 # onekernel_probe's `one` (ticket) and `two_pdl`, and an exact top-k / top-p sampler in one
