@@ -28,8 +28,11 @@ from pathlib import Path
 if "cuda" not in sys.argv:  # (the CPU runs the kernels under the interpreter: set before
     os.environ.setdefault("TRITON_INTERPRET", "1")  # triton is imported)
 sys.path[0] = str(Path(__file__).resolve().parents[1])
+sys.path.insert(1, str(Path(__file__).resolve().parent))  # (the tests' helpers)
 
+import numpy as np  # noqa: E402
 import torch  # noqa: E402
+from test_sampler_distribution import pack_bitmask  # noqa: E402
 
 from sampler import SamplingBatch, SamplingParams  # noqa: E402
 from sampler import torch_backend as ref  # noqa: E402
@@ -94,14 +97,11 @@ def random_mask(rng: random.Random, rows: int, positions: int, vocab: int) -> to
             mask[r] = torch.randint(-2**31, 2**31 - 1, (positions, words), generator=g,
                                     dtype=torch.int32)
         elif kind in ("sparse", "one"):
-            allowed = torch.zeros(positions, vocab, dtype=torch.bool)
             for j in range(positions):
                 n = 1 if kind == "one" else rng.randint(1, max(1, vocab // 20))
-                allowed[j, torch.randperm(vocab, generator=g)[:n]] = True
-            padded = torch.zeros(positions, words * 32, dtype=torch.int64)
-            padded[:, :vocab] = allowed.long()  # (bit i % 32 of word i // 32: token i)
-            bits = (padded.view(positions, words, 32) << torch.arange(32)).sum(-1)
-            mask[r] = torch.where(bits >= 2**31, bits - 2**32, bits).to(torch.int32)
+                allowed = np.zeros(vocab, dtype=bool)
+                allowed[torch.randperm(vocab, generator=g)[:n].numpy()] = True
+                mask[r, j] = pack_bitmask(allowed)[0, 0]
     return mask
 
 

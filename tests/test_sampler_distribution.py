@@ -27,9 +27,10 @@ def random_allowed(seed: int) -> np.ndarray:
 
 
 def pack_bitmask(allowed: np.ndarray) -> torch.Tensor:
-    """bool [V] -> int32 [1, 1, ceil(V/32)] in xgrammar's layout."""
-    bits = np.zeros(((V + 31) // 32) * 32, dtype=np.uint64)
-    bits[:V] = allowed
+    """bool [vocab] -> int32 [1, 1, ceil(vocab / 32)] in xgrammar's layout."""
+    vocab = len(allowed)
+    bits = np.zeros(((vocab + 31) // 32) * 32, dtype=np.uint64)
+    bits[:vocab] = allowed
     words = (bits.reshape(-1, 32) << np.arange(32, dtype=np.uint64)).sum(1)
     return torch.tensor(words.astype(np.uint32).view(np.int32)).view(1, 1, -1)
 

@@ -252,7 +252,7 @@ class FilterProbe:
                 self.top_p, self.gmax, self.cval, self.cid, self.ccnt, self.out, self.u)
         consts = {"NC": self.nc, "BLOCK": self.block, "R": self.r, "CAP": self.cap}
         self.launcher = cluster_launch(_filter_kernel, rows, self.nc, args, consts,
-                                       min(16, max(4, self.block // 512)), self.launcher, 3)
+                                       self.launcher, 3)
         return self.out
 
 
@@ -269,8 +269,7 @@ def filtered_reference(logits: torch.Tensor, temperature: torch.Tensor, top_k: i
     w = torch.where(torch.cumsum(w, -1) - w < top_p * w.sum(-1, keepdim=True), w, 0.0)
     below = torch.cumsum(w, -1) <= u.double()[:, None] * w.sum(-1, keepdim=True)
     idx = torch.minimum(below.sum(-1), (w > 0).sum(-1) - 1)
-    out = ids.gather(-1, idx[:, None])[:, 0]
-    return out
+    return ids.gather(-1, idx[:, None])[:, 0]
 
 
 class ClusterProbe:
@@ -302,18 +301,19 @@ class ClusterProbe:
                 self.tsum, self.xch, self.out, self.u)
         consts = {"NC": self.nc, "BLOCK": self.block, "OWNER": owner, "PHASES": self.phases}
         self.launchers[owner] = cluster_launch(_cluster_kernel, rows, self.nc, args, consts,
-                                               min(16, max(4, self.block // 512)),
                                                self.launchers.get(owner), 2)
         return self.out
 
 
-def cluster_launch(kernel, rows: int, nc: int, args: tuple, consts: dict, warps: int,
+def cluster_launch(kernel, rows: int, nc: int, args: tuple, consts: dict,
                    cached: tuple | None, stages: int) -> tuple | None:
     """kernel on rows * nc CTAs, each row's nc CTAs a cluster (STAGE 0); returns what the
     next launch of the same arguments passes as `cached`. The kernel is compiled for one CTA
     and launched by Triton's own launcher with num_ctas = nc in its packed metadata (grid x nc
     CTAs, cluster dimension nc; 16 is allowed as non-portable). The interpreter launches
-    STAGE 1 to `stages` as plain grids instead."""
+    STAGE 1 to `stages` as plain grids instead. Warps: one per 512 tokens of the chunk
+    (consts' BLOCK), 4 to 16."""
+    warps = min(16, max(4, consts["BLOCK"] // 512))
     if INTERPRET:
         for stage in range(1, stages + 1):
             kernel[(rows * nc,)](*args, **consts, STAGE=stage, num_warps=warps)
@@ -386,10 +386,10 @@ def measure(sampler, rows: int, vocab: int, iters: int) -> str:
     mixes on the same logits."""
     from bench.sampler import MIX, case_inputs, make_batch, timed
 
+    _, _, first, _, _ = case_inputs(rows, vocab, "cuda", scale=8.0)
     ours = []
-    for mix in ("temperature", "filters", "issue"):
+    for mix in ("temperature", "filters", "issue"):  # (the same logits, each mix's rows)
         MIX[0] = mix
-        _, _, first, _, _ = case_inputs(rows, vocab, "cuda", scale=8.0)
         batch = make_batch(rows, vocab, 1, "cuda")
         ours.append(timed(lambda: sampler.sample(first, batch), "cuda", iters))  # noqa: B023
     temp = torch.full((rows,), 0.7, device="cuda")
