@@ -11,7 +11,7 @@ for rep in 1 2; do
   for c in 0 1; do
     echo "== rep $rep RESOLVE_COPIES=$c" | tee -a "$OUT/ab.log"
     SONICSPEC_RESOLVE_COPIES=$c python3 bench/sampler.py --device cuda --backend triton --scale 8 \
-      --iters 30 --batch ${AB_B:-1 16 64 256} --vocab ${AB_V:-32000} --out /tmp/abjson \
+      --iters 30 --batch ${AB_B:-1 16 64 256} --vocab ${AB_V:-32000 128256} --out /tmp/abjson \
       > /tmp/ab.txt 2>&1; tail -3 /tmp/ab.txt
     python3 -c "import json,glob,os; f=max(glob.glob('/tmp/abjson/*.json'),key=os.path.getmtime); [print(r['B'],r['V'],'sample %.2f verify %.2f'%(r['sample_us'],r['verify_us'])) for r in json.load(open(f))['rows']]" | tee -a "$OUT/ab.log"
   done
