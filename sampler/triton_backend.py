@@ -578,8 +578,7 @@ class _Chunk:
             T_PAD=self.t_pad, C=self.c, CMAX=CMAX, CMAX2=CMAX2, BLOCK_V=self.bv,
             HAS_FILTER=self.has_filter, VERIFY=verifying, Q_MODE=call.q_mode, BLOCK_Q=BLOCK_Q,
             HAS_ND=call.has_nd, EARLY=FINISH_EARLY, **common, **finish_opts,
-            **({"STAMP": True} if FINISH_STAMP else {}),
-            **({"COPIES": finish_opts["num_warps"]} if tk.RESOLVE_COPIES else {}))
+            **({"STAMP": True} if FINISH_STAMP else {}))
         if verifying:
             tk._combine_kernel[(bsz,)](self.drafts, self.n_draft, self.acc, self.toks,
                                        self.tokr, self.out, self.n_acc, self.n_emit, k, k1,

@@ -1185,17 +1185,16 @@ def _min_max(a0, a1, b0, b1):
 
 
 @triton.jit
-def _pick_ids(w, ids, u, AXIS: tl.constexpr = 0):
+def _pick_ids(w, ids, u):
     """`_pick_vec` by ids: the positive entries' ids ascend with their positions, so the
     first one past the target has the least id past it and the last positive one the
-    greatest positive id: one tuple reduction after the scan. AXIS 1: along axis 1 of
-    [NW, R] copies (`_resolve_w`), [NW, 1] ids."""
+    greatest positive id: one tuple reduction after the scan."""
     w64 = w.to(tl.float64)
-    cdf = tl.cumsum(w64, AXIS)
-    target = u.to(tl.float64) * tl.sum(w64, AXIS, keep_dims=AXIS == 1)
+    cdf = tl.cumsum(w64, 0)
+    target = u.to(tl.float64) * tl.sum(w64, 0)
     past = (cdf > target) & (w > 0)
-    lo, hi = tl.reduce((tl.where(past, ids, 2147483647), tl.where(w > 0, ids, -1)), AXIS,
-                       _min_max, keep_dims=AXIS == 1)
+    lo, hi = tl.reduce((tl.where(past, ids, 2147483647), tl.where(w > 0, ids, -1)), 0,
+                       _min_max)
     return tl.where(hi < 0, 0, tl.where(lo < 2147483647, lo, hi))
 
 
@@ -1419,98 +1418,6 @@ def _resolve(v, ids, live, n_c, lim, m0, s_all, k, top_p, min_p, u_s, u_a, u_r, 
     return ok, tok_s, acc, tok_r
 
 
-# The candidate list in copies (`SONICSPEC_RESOLVE_COPIES`, measurement until run 210's
-# A/B): each of the finish's warps holds the whole list ([NW, CMAX], four entries a thread,
-# loaded as 16-byte vectors from a values half and an ids half of the row's scratch), so the
-# resolve's sort, scans and reductions along axis 1 stay inside a warp: for sm_90 the
-# resolve's chain compiles to one barrier instead of ~36 (`experiments/warp_copy_probe.py`).
-RESOLVE_COPIES = os.environ.get("SONICSPEC_RESOLVE_COPIES", "0") == "1"
-
-
-@triton.jit
-def _resolve_w(v, ids, live, n_c, lim, m0, s_all, k, top_p, min_p, u_s, u_a, u_r, xd, inside,
-               has_d, q_x, acc, tok_s, tok_r, q_ptr, qid_ptr, Q, b, j, K, R: tl.constexpr,
-               NW: tl.constexpr, VERIFY: tl.constexpr, Q_MODE: tl.constexpr,
-               BLOCK_Q: tl.constexpr):
-    """`_resolve` on NW equal copies of the list (v, ids, live: [NW, R]) along axis 1; the
-    same results as [NW, 1] tensors, every copy equal. A copy cannot branch on what only a
-    reduction across the copies would make scalar, so `_resolve`'s branches on the row's
-    derived values are selects here (the branches on its settings stay)."""
-    tiny = 1.1754943508222875e-38
-    rr = tl.arange(0, R)[None, :]
-    zw = tl.zeros([NW, 1], tl.float32)
-    lim_w = lim + zw  # (a [NW, 1] bound: the interpreter's & wants operands of one rank)
-    complete = (m0 - lim_w) > 110.0
-    ok = (zw == 0) & (n_c <= R)
-    x_lo = zw + float("-inf")
-    vs = v
-    if ((k > 0) & (k <= n_c)) | (top_p < 1):
-        vs = tl.sort(v, 1, descending=True)
-    if k > 0:
-        if k <= n_c:
-            x_lo = tl.max(tl.where(rr == k - 1, vs, float("-inf")), 1, keep_dims=True)
-        else:
-            ok = ok & complete
-    kept0 = live & (v > float("-inf")) & (v >= x_lo)
-    s_k = tl.sum(tl.where(kept0, _exp(v - m0), 0.0), 1, keep_dims=True)
-    s_c = tl.maximum(tl.where(x_lo > float("-inf"), s_k, s_all), tiny)
-    pthr = zw
-    if top_p < 1:
-        n_k = tl.sum(kept0.to(tl.int32), 1, keep_dims=True)  # (the kept values are vs[:n_k])
-        ps = tl.where(rr < n_k, _div(_exp(vs - m0), s_c), 0.0)
-        csum = tl.cumsum(ps, 1)
-        below = tl.sum(((rr < n_k) & (csum < top_p)).to(tl.int32), 1, keep_dims=True)
-        ok = ok & ((below < n_k) | complete)
-        c_idx = tl.minimum(below, n_k - 1)
-        pthr = tl.max(tl.where(rr == c_idx, ps, 0.0), 1, keep_dims=True)
-    ok = ok & (complete | (_keep(lim_w, x_lo, m0, s_c, pthr, min_p) == 0))
-    w = tl.where(live & _keep(v, x_lo, m0, s_c, pthr, min_p), _exp(v - m0), 0.0)
-    new_s = tok_s + zw.to(tl.int32)
-    new_a = (zw != 0) | acc
-    new_r = tok_r + zw.to(tl.int32)
-    if VERIFY:
-        if has_d:  # (draws as `_resolve`'s; the residual's only where the draft is rejected)
-            wc = tl.maximum(tl.sum(w, 1, keep_dims=True), tiny)
-            p_x = tl.where(inside, _div(tl.sum(tl.where(ids == xd, w, 0.0), 1, keep_dims=True),
-                                        wc), 0.0)
-            new_a = u_a * q_x < p_x
-            if Q_MODE == 0:
-                qv = (ids == xd).to(tl.float32)
-            else:
-                qv = _draft_q(q_ptr, qid_ptr, Q, b, tl.minimum(j, K - 1), K, ids, live, Q_MODE,
-                              BLOCK_Q)
-            r = tl.maximum(_div(w, wc) - qv, 0.0)
-            w = tl.where(tl.sum(r, 1, keep_dims=True) > 0, r, w)
-            new_r = tl.where(new_a, new_r, _pick_ids(w, ids, u_r, 1))
-        else:
-            new_s = _pick_ids(w, ids, u_s, 1)
-    else:
-        new_s = _pick_ids(w, ids, u_s, 1)
-    return (ok, tl.where(ok, new_s, tok_s), tl.where(ok, new_a, acc),
-            tl.where(ok, new_r, tok_r))
-
-
-@triton.jit
-def _first4(a, b, c, d):
-    """One scalar each of four [NW, 1] tensors whose copies are equal (one exchange)."""
-    return tl.reduce((tl.reshape(a, [a.shape[0]]), tl.reshape(b, [b.shape[0]]),
-                      tl.reshape(c, [c.shape[0]]), tl.reshape(d, [d.shape[0]])), 0, _max4)
-
-
-@triton.jit
-def _max4(a0, b0, c0, d0, a1, b1, c1, d1):
-    return tl.maximum(a0, a1), tl.maximum(b0, b1), tl.maximum(c0, c1), tl.maximum(d0, d1)
-
-
-@triton.jit
-def _scatter32(ptr, val, mask):
-    """`_scatter64` for 32-bit values."""
-    if ASM_SCATTER:
-        _ptx_masked(ptr, val, mask, _PTX_ST_B32, "=r,l,r,r")
-    else:
-        tl.store(ptr, val, mask=mask)
-
-
 @triton.jit
 def _finish_kernel(logits_ptr, row_stride, V, K, K1, T, temp_ptr,
                    gmask_ptr, g_sb, g_sj, hasg_ptr, bits_ptr, pval_ptr, W,
@@ -1523,8 +1430,7 @@ def _finish_kernel(logits_ptr, row_stride, V, K, K1, T, temp_ptr,
                    BLOCK_V: tl.constexpr, HAS_FILTER: tl.constexpr, VERIFY: tl.constexpr,
                    Q_MODE: tl.constexpr, BLOCK_Q: tl.constexpr, HAS_ND: tl.constexpr,
                    HAS_GRAMMAR: tl.constexpr, HAS_PATCH: tl.constexpr,
-                   EARLY: tl.constexpr = False, STAMP: tl.constexpr = 0,
-                   COPIES: tl.constexpr = 0):
+                   EARLY: tl.constexpr = False, STAMP: tl.constexpr = 0):
     """Stage 2, one program per row n = (request b, position j): everything after the read.
 
     Merges the tiles (row max M, total mass S, greedy argmax). Then, per row:
@@ -1656,49 +1562,21 @@ def _finish_kernel(logits_ptr, row_stride, V, K, K1, T, temp_ptr,
             # id (one int64 sort of id << 32 | value bits; padding sorts last)
             slot = tl.cumsum(valid.to(tl.int32), 0) - 1  # (through a per-row scratch)
             _stamp(st, 9, slot, STAMP)
-            if COPIES:
-                # the list in COPIES copies (`_resolve_w`): values and ids in the scratch
-                # row's two halves, read back as 16-byte vectors by every warp
-                sv32 = sv_ptr.to(tl.pointer_type(tl.int32)) + n.to(tl.int64) * (2 * CMAX)
-                put = valid & (slot < CMAX)
-                _scatter32(sv32 + slot, (cp & 0xFFFFFFFF).to(tl.int32), put)
-                _scatter32(sv32 + CMAX + slot, _pair_id(cp), put)
-                tl.debug_barrier()
-                rw = tl.arange(0, CMAX)[None, :] + tl.zeros([COPIES, 1], tl.int32)
-                live = rw < n_c
-                vb = tl.load(sv32 + rw, mask=live, other=0)
-                iw = tl.load(sv32 + CMAX + rw, mask=live, other=0)
-                if unordered:
-                    pair = tl.where(live, (iw.to(tl.int64) << 32) | (vb.to(tl.int64) & 0xFFFFFFFF),
-                                    9223372036854775807)
-                    pair = tl.sort(pair, 1)
-                    vb = (pair & 0xFFFFFFFF).to(tl.int32)
-                    iw = _pair_id(pair)
-                v = tl.where(live, vb.to(tl.float32, bitcast=True), float("-inf"))
-                ids = tl.where(live, iw, 0)
-                okw, tsw, accw, trw = _resolve_w(
-                    v, ids, live, n_c, lim, m0, s_all, k, top_p, min_p, u_s, u_a, u_r, xd,
-                    inside, has_d, q_x, acc, tok_s, tok_r, q_ptr, qid_ptr, Q, b, j, K, CMAX,
-                    COPIES, VERIFY, Q_MODE, BLOCK_Q)
-                ok, tok_s, acc, tok_r = _first4(okw.to(tl.int32), tsw, accw.to(tl.int32), trw)
-                ok = ok != 0
-                acc = acc != 0
-            else:
-                rr = tl.arange(0, CMAX)
-                _scatter64(sv_ptr + n.to(tl.int64) * CMAX + slot, cp, valid & (slot < CMAX))
-                tl.debug_barrier()
-                live = rr < n_c
-                pair = tl.load(sv_ptr + n.to(tl.int64) * CMAX + rr, mask=live,
-                               other=9223372036854775807)
-                _stamp(st, 4, pair, STAMP)
-                if unordered:
-                    pair = tl.sort(pair, 0)
-                _stamp(st, 5, pair, STAMP)
-                v, ids = _pair_unpack(pair, live)
-                ok, tok_s, acc, tok_r = _resolve(
-                    v, ids, live, n_c, lim, m0, s_all, k, top_p, min_p, u_s, u_a, u_r, xd,
-                    inside, has_d, q_x, acc, tok_s, tok_r, q_ptr, qid_ptr, Q, b, j, K, CMAX,
-                    VERIFY, Q_MODE, BLOCK_Q)
+            rr = tl.arange(0, CMAX)
+            _scatter64(sv_ptr + n.to(tl.int64) * CMAX + slot, cp, valid & (slot < CMAX))
+            tl.debug_barrier()
+            live = rr < n_c
+            pair = tl.load(sv_ptr + n.to(tl.int64) * CMAX + rr, mask=live,
+                           other=9223372036854775807)
+            _stamp(st, 4, pair, STAMP)
+            if unordered:
+                pair = tl.sort(pair, 0)
+            _stamp(st, 5, pair, STAMP)
+            v, ids = _pair_unpack(pair, live)
+            ok, tok_s, acc, tok_r = _resolve(
+                v, ids, live, n_c, lim, m0, s_all, k, top_p, min_p, u_s, u_a, u_r, xd, inside,
+                has_d, q_x, acc, tok_s, tok_r, q_ptr, qid_ptr, Q, b, j, K, CMAX, VERIFY, Q_MODE,
+                BLOCK_Q)
             _stamp(st, 6, tok_s, STAMP)
             if ok == 0:
                 slow = j >= 0

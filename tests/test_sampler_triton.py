@@ -37,9 +37,8 @@ KNOBS_OFF = {"SONICSPEC_LEVEL_RAISE": "0", "SONICSPEC_PICK_FUSED": "0",
 # the tile's ranked stores out of line (SCAN 2, the default above V = 65536) in the CMAX = 16
 # group, whose many filtered rows take them often; requests in chunks (`triton_backend.
 # chunk_bounds`, one after another on the CPU) in that group (5, then 2 at a time) and in
-# v111 (3 at a time); the finish's resolve on per-warp copies of the list
-# (`triton_kernels.RESOLVE_COPIES`) in that group too, the 1-D resolve in the others
-CMAX16 = {"SONICSPEC_TILE_SCAN": "2", "SONICSPEC_CHUNKS": "5,2", "SONICSPEC_RESOLVE_COPIES": "1"}
+# v111 (3 at a time)
+CMAX16 = {"SONICSPEC_TILE_SCAN": "2", "SONICSPEC_CHUNKS": "5,2"}
 CHUNKED = {"SONICSPEC_CHUNKS": "3"}
 
 

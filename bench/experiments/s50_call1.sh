@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 50, device call 1: the warp-copies probe, then the finish's resolve in copies
+# Session 50, device call 1 (run 210's record; its A/B needs `experiments/resolve-copies.diff` applied): the warp-copies probe, then the finish's resolve in copies
 # (SONICSPEC_RESOLVE_COPIES=1) against main's 1-D resolve, same call, V = 32000, two
 # alternating repeats each; then the GPU fuzz with the copies on (triton against torch).
 #   OUT=$OUT bash bench/experiments/s50_call1.sh

@@ -14,12 +14,19 @@ Modes, one program a row, R = 128 candidates (values and ids in two 32-bit array
 sampler's scratch holds int64 pairs, whose 8-byte vectors would split a copy over two warps):
 - `load` (0): the values' max alone (the launch and the load: the baseline),
 - `1d` (1): the sampler's own `_resolve` on the 1-D list, 8 warps (sample),
-- `copies` (2): the sampler's `_resolve_w` (written for this probe first, then moved into
-  the kernels as `SONICSPEC_RESOLVE_COPIES`), the same computation on [NW, R] along axis 1,
-  with the resolve's data-dependent branches turned into selects (a copy cannot branch on a
-  value that only a cross-warp reduction would make scalar); the token leaves through warp 0.
+- `copies` (2): `_resolve_w` below, the same computation on [NW, R] along axis 1, with the
+  resolve's data-dependent branches turned into selects (a copy cannot branch on a value
+  that only a cross-warp reduction would make scalar); the token leaves through warp 0.
 Both must give the same token on every row (checked at each size before timing; under
 TRITON_INTERPRET=1 on the CPU, `--check` runs the check alone).
+
+Run 210 (H200; `results/sampler-run210-warp-copy-probe.log`): the copies are slower at
+every size. The resolve over the load takes 2.46 / 2.82 / 3.02 / 9.26 us in 1-D, and 2.85 /
+3.71 / 4.98 / 17.31 us as copies, at 1 / 16 / 256 / 1280 rows. Fewer barriers do not make
+a shorter chain: on one warp each step handles 4 entries a thread, and the sort's and the
+scans' shuffle stages run one after another, where 8 warps split the entries and meet at a
+barrier that costs little. The same knob inside the finish (`experiments/resolve-copies.diff`)
+made sample 0.6-2.4 us slower and verify 2.7-9.5 us slower. Not kept.
 
     python bench/experiments/warp_copy_probe.py [--rows 1 16 80 256 1280] [--check]
 """
@@ -42,6 +49,54 @@ R = 128
 
 
 @triton.jit
+def _pick_w(w, ids, u):
+    """`triton_kernels._pick_ids` along axis 1 of [NW, R] copies: [NW, 1] ids."""
+    w64 = w.to(tl.float64)
+    cdf = tl.cumsum(w64, 1)
+    target = u.to(tl.float64) * tl.sum(w64, 1, keep_dims=True)
+    past = (cdf > target) & (w > 0)
+    lo, hi = tl.reduce((tl.where(past, ids, 2147483647), tl.where(w > 0, ids, -1)), 1,
+                       tk._min_max, keep_dims=True)
+    return tl.where(hi < 0, 0, tl.where(lo < 2147483647, lo, hi))
+
+
+@triton.jit
+def _resolve_w(v, ids, live, n_c, lim, m0, s_all, k, top_p, min_p, u_s, R: tl.constexpr,
+               NW: tl.constexpr):
+    """`triton_kernels._resolve` (sample) on [NW, R] copies along axis 1: (ok, token), each
+    [NW, 1], every copy equal."""
+    tiny = 1.1754943508222875e-38
+    rr = tl.arange(0, R)[None, :]
+    complete = (m0 - lim) > 110.0
+    ok = tl.full([NW, 1], 1, tl.int1) & (n_c <= R)
+    x_lo = tl.full([NW, 1], float("-inf"), tl.float32)
+    vs = v
+    if ((k > 0) & (k <= n_c)) | (top_p < 1):
+        vs = tl.sort(v, 1, descending=True)
+    if k > 0:
+        if k <= n_c:
+            x_lo = tl.max(tl.where(rr == k - 1, vs, float("-inf")), 1, keep_dims=True)
+        else:
+            ok = ok & complete
+    kept0 = live & (v > float("-inf")) & (v >= x_lo)
+    s_k = tl.sum(tl.where(kept0, tk._exp(v - m0), 0.0), 1, keep_dims=True)
+    s_c = tl.maximum(tl.where(x_lo > float("-inf"), s_k, s_all), tiny)
+    pthr = tl.zeros([NW, 1], tl.float32)
+    if top_p < 1:
+        n_k = tl.sum(kept0.to(tl.int32), 1, keep_dims=True)
+        ps = tl.where(rr < n_k, tk._div(tk._exp(vs - m0), s_c), 0.0)
+        csum = tl.cumsum(ps, 1)
+        below = tl.sum(((rr < n_k) & (csum < top_p)).to(tl.int32), 1, keep_dims=True)
+        ok = ok & ((below < n_k) | complete)
+        c_idx = tl.minimum(below, n_k - 1)
+        pthr = tl.max(tl.where(rr == c_idx, ps, 0.0), 1, keep_dims=True)
+    lim_w = lim + tl.zeros([NW, 1], tl.float32)  # (the interpreter's & wants equal ranks)
+    ok = ok & (complete | (tk._keep(lim_w, x_lo, m0, s_c, pthr, min_p) == 0))
+    w = tl.where(live & tk._keep(v, x_lo, m0, s_c, pthr, min_p), tk._exp(v - m0), 0.0)
+    return ok, _pick_w(w, ids, u_s)
+
+
+@triton.jit
 def _probe(cv_ptr, ci_ptr, nc_ptr, lim_ptr, sall_ptr, k_ptr, topp_ptr, minp_ptr, out_ptr,
            MODE: tl.constexpr, R: tl.constexpr, NW: tl.constexpr):
     n = tl.program_id(0)
@@ -59,12 +114,7 @@ def _probe(cv_ptr, ci_ptr, nc_ptr, lim_ptr, sall_ptr, k_ptr, topp_ptr, minp_ptr,
         v = tl.load(cv_ptr + base + rr, mask=live, other=float("-inf"))
         ids = tl.load(ci_ptr + base + rr, mask=live, other=0)
         m0 = tl.max(v, 1, keep_dims=True)
-        no = n < 0
-        tok0 = (n * 0).to(tl.int32)
-        ok, tok, acc, tok_r = tk._resolve_w(v, ids, live, n_c, lim, m0, s_all, k, top_p,
-                                            min_p, u_s, u_s, u_s, tok0 - 1, no, no, 0.0, no,
-                                            tok0, tok0, cv_ptr, ci_ptr, 0, n, 0, 0, R, NW,
-                                            False, 0, 8)
+        ok, tok = _resolve_w(v, ids, live, n_c, lim, m0, s_all, k, top_p, min_p, u_s, R, NW)
         ww = tl.arange(0, NW)[:, None]
         tl.store(out_ptr + n + ww * 0, tl.where(ok, tok, -1).to(tl.int64), mask=ww == 0)
     else:
