@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
-# Session 50, device call 1 (run 210's record; its A/B needs `experiments/resolve-copies.diff` applied): the warp-copies probe, then the finish's resolve in copies
-# (SONICSPEC_RESOLVE_COPIES=1) against main's 1-D resolve, same call, V = 32000, two
-# alternating repeats each; then the GPU fuzz with the copies on (triton against torch).
+# Session 50, device call 1: run 210's record (its A/B needs `experiments/resolve-copies.diff`
+# applied). The warp-copies probe, then the finish's resolve in copies
+# (SONICSPEC_RESOLVE_COPIES=1) against main's 1-D resolve in the same call, V = 32000 and
+# 128256, two alternating repeats each; then the GPU fuzz with the copies on (triton against
+# torch). A later A/B of a knob should call bench/ab.sh (AB_CFGS="SONICSPEC_...=1", JSON per
+# run under $OUT/json) instead of this loop and its JSON print.
 #   OUT=$OUT bash bench/experiments/s50_call1.sh
 set -uo pipefail
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1

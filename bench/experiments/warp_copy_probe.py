@@ -46,6 +46,7 @@ sys.path[0] = str(Path(__file__).resolve().parents[2])
 from sampler import triton_kernels as tk  # noqa: E402
 
 R = 128
+NW = 8  # warps, and copies of the list
 
 
 @triton.jit
@@ -155,12 +156,12 @@ def candidates(rows: int, device: str, vocab: int = 32000, seed: int = 0):
                                    lim, s_all, k, top_p, min_p)]
 
 
-def probe(inputs, mode: int, nw: int = 8):
+def probe(inputs, mode: int):
     rows = inputs[0].shape[0]
     out = torch.empty(rows, dtype=torch.int64, device=inputs[0].device)
 
     def run():
-        ck = _probe[(rows,)](*inputs, out, MODE=mode, R=R, NW=nw, num_warps=nw)
+        ck = _probe[(rows,)](*inputs, out, MODE=mode, R=R, NW=NW, num_warps=NW)
         if hasattr(ck, "n_regs"):
             COMPILED[mode] = (ck.n_regs, ck.n_spills)
         return out
@@ -170,8 +171,9 @@ def probe(inputs, mode: int, nw: int = 8):
 COMPILED: dict[int, tuple[int, int]] = {}
 
 
-def check(rows: int, device: str) -> int:
-    inputs = candidates(rows, device, seed=rows)
+def check(inputs) -> int:
+    """How many rows' tokens differ between the 1-D resolve and the copies."""
+    rows = inputs[0].shape[0]
     a = probe(inputs, 1)().clone()
     b = probe(inputs, 2)().clone()
     bad = int((a != b).sum())
@@ -186,15 +188,15 @@ def main() -> None:
     ap.add_argument("--check", action="store_true", help="equality only (any device)")
     args = ap.parse_args()
     if args.check or not torch.cuda.is_available():
-        sys.exit(1 if sum(check(r, "cpu" if os.environ.get("TRITON_INTERPRET") else "cuda")
-                          for r in args.rows) else 0)
+        device = "cpu" if os.environ.get("TRITON_INTERPRET") else "cuda"
+        sys.exit(1 if sum(check(candidates(r, device, seed=r)) for r in args.rows) else 0)
     from bench.sampler import timed
-    print("graph replays, L2 evicted, median us; R = 128, 8 warps")
+    print(f"graph replays, L2 evicted, median us; R = {R}, {NW} warps")
     print("rows | load | 1d resolve | copies resolve | 1d - load | copies - load")
     for rows in args.rows:
-        if check(rows, "cuda"):
-            raise SystemExit("copies differ from the 1-D resolve")
         inputs = candidates(rows, "cuda", seed=rows)
+        if check(inputs):
+            raise SystemExit("copies differ from the 1-D resolve")
         t = [timed(probe(inputs, m), "cuda", args.iters) for m in (0, 1, 2)]
         print(f"{rows} | {t[0]:.2f} | {t[1]:.2f} | {t[2]:.2f} | {t[1] - t[0]:.2f} | "
               f"{t[2] - t[0]:.2f}", flush=True)
