@@ -19,6 +19,10 @@ issue's design with nothing else (tile maxima and sums, then the rows' merge: `r
 first stage alone: `read1`), all as CUDA-graph replay medians in the same run; a baseline
 that cannot be imported or captured is reported as null. Also writes a PNG (us vs B, one
 panel per V).
+
+`--table RESULT.json [--against OTHER.json]` prints a saved run's table as markdown instead,
+with FlashInfer's times beside ours (the closing note's form), and our largest change
+against another run.
 """
 
 from __future__ import annotations
@@ -311,6 +315,32 @@ def print_baseline_table(rows: list[dict]) -> None:
           "merge), us")
 
 
+def print_item9_table(rows: list[dict], base: list[dict] | None = None) -> None:
+    """The closing note's table for a saved run (`--table`): ours, FlashInfer's call and
+    chain, the speed-up over each and x floor, as markdown; the speed-up range over the graphed
+    torch backend; with `base` (another run's rows, `--against`), our largest change."""
+    print("| B | V | sample | FI | x FI | x floor | verify | FI chain | x FI | x floor |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    for r in rows:
+        cells = [r["B"], r["V"]]
+        for op, fi in (("sample", "flashinfer_sample_us"), ("verify", "flashinfer_verify_us")):
+            us = r[f"{op}_us"]
+            cells += [f"{us:.1f}", f"{r[fi]:.1f}" if r.get(fi) else "-",
+                      f"{r[fi] / us:.2f}" if r.get(fi) else "-",
+                      f"{us / r[f'{op}_floor_us']:.3g}"]
+        print("| " + " | ".join(map(str, cells)) + " |")
+    for op in ("sample", "verify"):
+        ups = [r[f"torch_{op}_us"] / r[f"{op}_us"] for r in rows if r.get(f"torch_{op}_us")]
+        if ups:
+            print(f"{op}: {min(ups):.0f}-{max(ups):.0f}x the graphed torch backend")
+    if base:
+        old = {(r["B"], r["V"]): r for r in base}
+        change = [(abs(r[f"{op}_us"] - old[r["B"], r["V"]][f"{op}_us"]), op, r["B"], r["V"])
+                  for r in rows if (r["B"], r["V"]) in old for op in ("sample", "verify")]
+        us, op, b, v = max(change)
+        print(f"largest change against the base run: {us:.2f} us ({op} B = {b}, V = {v})")
+
+
 def plot(rows: list[dict], path: Path) -> None:
     try:
         import matplotlib
@@ -351,7 +381,14 @@ def main() -> None:
                          "alone (see MIXES)")
     ap.add_argument("--flush", default=FLUSH[0], choices=["write", "clean"],
                     help="how the L2 is evicted before each timed replay (see evict_l2)")
+    ap.add_argument("--table", metavar="JSON",
+                    help="print a saved run's table as markdown (item 9's columns), time nothing")
+    ap.add_argument("--against", metavar="JSON", help="with --table: the run to compare with")
     args = ap.parse_args()
+    if args.table:
+        print_item9_table(json.loads(Path(args.table).read_text())["rows"],
+                          args.against and json.loads(Path(args.against).read_text())["rows"])
+        return
     SCALE[0] = args.scale
     MIX[0] = args.mix
     FLUSH[0] = args.flush
