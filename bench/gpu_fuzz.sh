@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# The differential fuzz (tests/fuzz_sampler.py: the Triton backend against the torch backend)
+# on the GPU machine, in parallel: one process per configuration below, each from its own
+# seed range, MINUTES minutes each (a case costs ~18 s there, most of it compilation, so
+# one process gives only ~13 cases in 4 minutes: run 209). The logs are joined into
+# $OUT/fuzz-gpu.log (the device tool brings back few files).
+#   OUT=$OUT MINUTES=6 bash bench/gpu_fuzz.sh
+set -uo pipefail
+OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
+WORK=$(mktemp -d /tmp/gpufuzz.XXXX)
+START=${START:-20000}
+# seed offset | environment | extra arguments
+CONFIGS=(
+  "0||"
+  "1000||"
+  "2000||--cmax 16"
+  "3000||--cmax 8"
+  "4000|SONICSPEC_CHUNKS=3,1|"
+  "5000|SONICSPEC_CHUNKS=2,2|--cmax 16"
+  "6000|SONICSPEC_TILE_SCAN=0|"
+  "7000|SONICSPEC_TILE_SCAN=2|--cmax 8"
+  "8000|SONICSPEC_PDL=0|"
+  "9000|SONICSPEC_THR_ONE_STEP=0|"
+  "10000|SONICSPEC_FINISH_EARLY=0|"
+  "11000|SONICSPEC_TILE_SCAN=1 SONICSPEC_CHUNKS=1,3|--cmax 4"
+)
+nvidia-smi --query-gpu=name --format=csv,noheader > "$WORK/gpu.txt"
+i=0
+for cfg in "${CONFIGS[@]}"; do
+  IFS='|' read -r off envs extra <<< "$cfg"
+  seed=$((START + off))
+  echo "# seeds from $seed, env: ${envs:-default}, args: ${extra:-none}" > "$WORK/fuzz-$i.log"
+  env $envs timeout $(( ${MINUTES:-6} * 60 + 120 )) python3 tests/fuzz_sampler.py \
+    --device cuda --minutes "${MINUTES:-6}" --start "$seed" $extra >> "$WORK/fuzz-$i.log" 2>&1 &
+  i=$((i + 1))
+done
+wait
+{
+  echo "# $(cat "$WORK/gpu.txt"), $i processes, ${MINUTES:-6} minutes each"
+  for f in "$WORK"/fuzz-*.log; do cat "$f"; echo; done
+  total=$(grep -c '^case ' "$WORK"/fuzz-*.log | awk -F: '{s += $2} END {print s}')
+  bad=$(grep -c 'DIFFERS' "$WORK"/fuzz-*.log | awk -F: '{s += $2} END {print s}')
+  echo "# all processes: $total cases, $bad differ"
+} > "$OUT/fuzz-gpu.log"
+tail -1 "$OUT/fuzz-gpu.log"
+grep -h 'cases,' "$WORK"/fuzz-*.log
