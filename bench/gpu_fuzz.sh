@@ -3,15 +3,35 @@
 # on the GPU machine, in parallel: one process per configuration below, each from its own
 # seed range, MINUTES minutes each (a case costs ~18 s there, most of it compilation, so
 # one process gives only ~13 cases in 4 minutes: run 209). The logs are joined into
-# $OUT/fuzz-gpu.log (the device tool brings back few files).
-#   OUT=$OUT MINUTES=6 bash bench/gpu_fuzz.sh
+# $OUT/fuzz-gpu.log (the device tool brings back few files). SET=small (default): batches of
+# 1-8 requests over the script's GPU vocabularies (on the GPU a chunk holds 16 requests at
+# least, so the CHUNKS settings there change nothing); SET=large: up to 64 requests over
+# vocabularies above 131072 (the default two halves, their pre kernels' own streams from
+# 128 rows a chunk) and forced chunks at smaller ones.
+#   OUT=$OUT MINUTES=6 [SET=large] bash bench/gpu_fuzz.sh
 set -uo pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
 WORK=$(mktemp -d /tmp/gpufuzz.XXXX)
 START=${START:-20000}
 # seed offset | environment | extra arguments
-CONFIGS=(
+if [ "${SET:-small}" = large ]; then
+  BIG="--rows 64 --vocabs 131073 151936 200003 262144"
+  CONFIGS=(
+    "0||$BIG"
+    "1000||$BIG"
+    "2000||$BIG"
+    "3000||$BIG --cmax 32"
+    "4000|SONICSPEC_CHUNK_PRE_STREAMS=1|$BIG"
+    "5000|SONICSPEC_CHUNK_PRE_STREAMS=0|$BIG"
+    "6000|SONICSPEC_CHUNKS=16|$BIG"
+    "7000|SONICSPEC_CHUNKS=32,16|$BIG"
+    "8000|SONICSPEC_PDL=0|$BIG"
+    "9000|SONICSPEC_CHUNKS=16|--rows 64 --vocabs 32000 50257 128256"
+    "10000|SONICSPEC_CHUNKS=48,16|--rows 64 --vocabs 1000 32000 128256 --cmax 16"
+    "11000||--rows 64 --vocabs 111 32000 50257 128256"
+  )
+else CONFIGS=(
   "0||"
   "1000||"
   "2000||--cmax 16"
@@ -25,6 +45,7 @@ CONFIGS=(
   "10000|SONICSPEC_FINISH_EARLY=0|"
   "11000|SONICSPEC_TILE_SCAN=1 SONICSPEC_CHUNKS=1,3|--cmax 4"
 )
+fi
 nvidia-smi --query-gpu=name --format=csv,noheader > "$WORK/gpu.txt"
 i=0
 for cfg in "${CONFIGS[@]}"; do
@@ -37,7 +58,7 @@ for cfg in "${CONFIGS[@]}"; do
 done
 wait
 {
-  echo "# $(cat "$WORK/gpu.txt"), $i processes, ${MINUTES:-6} minutes each"
+  echo "# $(cat "$WORK/gpu.txt"), set ${SET:-small}, $i processes, ${MINUTES:-6} minutes each"
   for f in "$WORK"/fuzz-*.log; do cat "$f"; echo; done
   total=$(grep -c '^case ' "$WORK"/fuzz-*.log | awk -F: '{s += $2} END {print s}')
   bad=$(grep -c 'DIFFERS' "$WORK"/fuzz-*.log | awk -F: '{s += $2} END {print s}')

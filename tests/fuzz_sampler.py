@@ -13,7 +13,9 @@ CPU (the kernels under the interpreter, slow: CI runs 16 fixed cases, tests/test
     python tests/fuzz_sampler.py --minutes 30 [--start 0]
     python tests/fuzz_sampler.py --case 17
     SONICSPEC_TILE_SCAN=2 SONICSPEC_CHUNKS=5,2 python tests/fuzz_sampler.py --cmax 16 ...
-On a GPU the same script runs the real kernels (`--device cuda`, larger vocabularies).
+On a GPU the same script runs the real kernels (`--device cuda`, larger vocabularies;
+`--vocabs 151936 262144 --rows 64` for the calls in two halves; `bench/gpu_fuzz.sh` runs
+several processes at once).
 """
 
 from __future__ import annotations
@@ -123,11 +125,12 @@ def diff(name: str, a: torch.Tensor | None, b: torch.Tensor | None, tol: float =
             f"triton {b[tuple(zip(*bad))].tolist()}"]
 
 
-def run_case(seed: int, device: str) -> tuple[str, list[str]]:
+def run_case(seed: int, device: str, vocabs: tuple[int, ...] | None = None,
+             max_rows: int = 8) -> tuple[str, list[str]]:
     """One random case; (its description, its differences)."""
     rng = random.Random(seed)
-    vocab = rng.choice(CPU_VOCABS if device == "cpu" else GPU_VOCABS)
-    rows = rng.randint(1, 8)
+    vocab = rng.choice(vocabs or (CPU_VOCABS if device == "cpu" else GPU_VOCABS))
+    rows = rng.randint(1, max_rows)
     params = [random_params(rng, vocab) for _ in range(rows)]
     prompts = [random_history(rng, vocab) for _ in range(rows)]
     outputs = [random_history(rng, vocab) for _ in range(rows)]
@@ -183,18 +186,23 @@ def main() -> None:
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--cmax", type=int, help="candidates a row (triton_backend.CMAX): a small "
                     "list sends most filtered rows down the exact paths")
+    ap.add_argument("--vocabs", type=int, nargs="+", help="vocabularies to draw from (default: "
+                    f"{CPU_VOCABS} on the CPU, {GPU_VOCABS} on a GPU)")
+    ap.add_argument("--rows", type=int, default=8, help="at most this many requests a batch "
+                    "(on a GPU, 32 or more with V > 131072 runs the call in two halves)")
     args = ap.parse_args()
+    vocabs = tuple(args.vocabs) if args.vocabs else None
     if args.cmax:
         tri.CMAX = args.cmax
     if args.case is not None:
-        desc, out = run_case(args.case, args.device)
+        desc, out = run_case(args.case, args.device, vocabs, args.rows)
         print(desc, out or "equal")
         return
     end = time.monotonic() + 60 * args.minutes
     seed, failed = args.start, 0
     while time.monotonic() < end and (args.count is None or seed - args.start < args.count):
         t0 = time.monotonic()
-        desc, out = run_case(seed, args.device)
+        desc, out = run_case(seed, args.device, vocabs, args.rows)
         status = "equal" if not out else "DIFFERS"
         print(f"case {seed}: {desc}: {status} ({time.monotonic() - t0:.1f} s)", flush=True)
         for line in out:
