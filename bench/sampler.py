@@ -337,6 +337,9 @@ def print_item9_table(rows: list[dict], base: list[dict] | None = None) -> None:
         old = {(r["B"], r["V"]): r for r in base}
         change = [(abs(r[f"{op}_us"] - old[r["B"], r["V"]][f"{op}_us"]), op, r["B"], r["V"])
                   for r in rows if (r["B"], r["V"]) in old for op in ("sample", "verify")]
+        if not change:
+            print("no (B, V) in common with the base run")
+            return
         us, op, b, v = max(change)
         print(f"largest change against the base run: {us:.2f} us ({op} B = {b}, V = {v})")
 

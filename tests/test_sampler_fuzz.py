@@ -17,13 +17,17 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def _fuzz(*args: str, timeout: int, **env: str) -> subprocess.CompletedProcess:
+    """The fuzz script under the interpreter with these arguments and extra environment."""
+    env = {**os.environ, "TRITON_INTERPRET": "1", "CUDA_VISIBLE_DEVICES": "",
+           "PYTHONPATH": str(ROOT), **env}
+    return subprocess.run([sys.executable, str(ROOT / "tests" / "fuzz_sampler.py"), *args],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
+
+
 @pytest.mark.slow
 def test_fuzz_cases_equal_torch() -> None:
-    env = {**os.environ, "TRITON_INTERPRET": "1", "CUDA_VISIBLE_DEVICES": "",
-           "PYTHONPATH": str(ROOT)}
-    proc = subprocess.run([sys.executable, str(ROOT / "tests" / "fuzz_sampler.py"),
-                           "--start", "20", "--count", "16", "--minutes", "60"],
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=1200)
+    proc = _fuzz("--start", "20", "--count", "16", "--minutes", "60", timeout=1200)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
     assert "16 cases, 0 differ" in proc.stdout, proc.stdout[-2000:]
 
@@ -32,12 +36,8 @@ def test_fuzz_cases_equal_torch() -> None:
 def test_fuzz_vocabs_and_rows_options() -> None:
     """`--vocabs` and `--rows` (the GPU fuzz's larger batches) reach the cases: case 0 draws
     a batch of 14 requests over V = 300, run here in chunks of 5, 5 and 4."""
-    env = {**os.environ, "TRITON_INTERPRET": "1", "CUDA_VISIBLE_DEVICES": "",
-           "PYTHONPATH": str(ROOT), "SONICSPEC_CHUNKS": "5"}
-    proc = subprocess.run([sys.executable, str(ROOT / "tests" / "fuzz_sampler.py"),
-                           "--start", "0", "--count", "2", "--vocabs", "37", "300",
-                           "--rows", "16"],
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    proc = _fuzz("--start", "0", "--count", "2", "--vocabs", "37", "300", "--rows", "16",
+                 timeout=600, SONICSPEC_CHUNKS="5")
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
     assert "case 0: sample V=300 B=14 " in proc.stdout, proc.stdout
     assert "case 1: verify V=37 " in proc.stdout, proc.stdout
