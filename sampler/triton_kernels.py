@@ -1068,8 +1068,11 @@ def _search(logits_ptr, row_stride, V, n, b, j, K1, T, temp, gmask_ptr, g_sb, g_
             BLOCK_V: tl.constexpr, HAS_GRAMMAR: tl.constexpr, HAS_PATCH: tl.constexpr):
     """Exact thresholds of one row by bisection over the order-preserving int32 keys, each
     step one pass over the row (slow path). Top-k: the largest key m with count(key >= m) >=
-    k is the k-th largest value. Top-p: the smallest key m with mass(key > m) < top_p; keep
-    key >= m (= "mass strictly above < top_p"). Returns (x_lo, kept mass of top-k)."""
+    k is the k-th largest value. Top-p: the smallest key m with mass(key > m) < top_p; the
+    threshold is the float32 probability of that value, and every token whose probability
+    equals it is kept too (the torch spec compares probabilities: distinct x whose x - M
+    rounds to one float32 share one p). Returns (x_lo of top-k, its kept mass, top-p's
+    probability threshold, 0 without top-p)."""
     ar = tl.arange(0, BLOCK_V)
     x_lo = float("-inf")
     if k > 0:
@@ -1094,6 +1097,7 @@ def _search(logits_ptr, row_stride, V, n, b, j, K1, T, temp, gmask_ptr, g_sb, g_
                        HAS_GRAMMAR, HAS_PATCH)
         s_a += tl.sum(tl.where((x > float("-inf")) & (x >= x_lo), _exp(x - m0), 0.0), 0)
     s_a = tl.maximum(s_a, 1.1754943508222875e-38)
+    pthr = 0.0
     if top_p < 1:
         lo = _key(tl.full((), float("-inf"), tl.float32))
         hi = 2147483647
@@ -1109,8 +1113,10 @@ def _search(logits_ptr, row_stride, V, n, b, j, K1, T, temp, gmask_ptr, g_sb, g_
             good = mass < top_p
             hi = tl.where(good, mid, hi)
             lo = tl.where(good, lo, mid + 1)
-        x_lo = tl.maximum(x_lo, _unkey(lo))
-    return x_lo, s_a
+        x_p = _unkey(lo)
+        if x_p > float("-inf"):
+            pthr = _div(_exp(x_p - m0), s_a)
+    return x_lo, s_a, pthr
 
 
 @triton.jit
@@ -1664,10 +1670,9 @@ def _finish_kernel(logits_ptr, row_stride, V, K, K1, T, temp_ptr,
     if slow:
         path = 3
         if filtered:
-            x_lo, s_c = _search(logits_ptr, row_stride, V, n, b, j, K1, T, temp, gmask_ptr, g_sb,
-                                g_sj, has_g, bits_ptr, pval_ptr, W,
-                                k, top_p, m0, BLOCK_V, HAS_GRAMMAR, HAS_PATCH)
-            pthr = 0.0
+            x_lo, s_c, pthr = _search(logits_ptr, row_stride, V, n, b, j, K1, T, temp,
+                                      gmask_ptr, g_sb, g_sj, has_g, bits_ptr, pval_ptr, W,
+                                      k, top_p, m0, BLOCK_V, HAS_GRAMMAR, HAS_PATCH)
             minp = min_p
         ar = tl.arange(0, BLOCK_V)
         wm = tl.zeros([T_PAD], tl.float32)

@@ -97,6 +97,7 @@ def run_group(vocab: int) -> dict[str, list]:
             b = tri.sample(logits, batch).tokens
             results[f"sample-{str(dtype)[6:]}-{seed}"] = _diff(a, b)
     results["temperature-only"] = _temperature_only(vocab)
+    results["top-p-tie"] = _top_p_tie(vocab)
     if os.environ.get("SONICSPEC_CHUNKS"):  # (the group's calls did run in chunks)
         results["chunked"] = [] if len(tri.chunk_bounds(8, vocab)) > 1 else ["one chunk"]
     if vocab < 200:
@@ -318,6 +319,51 @@ def _minp_fallback(vocab: int) -> list:
     want = torch.tensor([1 if r % 2 else 3 for r in range(rows)], dtype=path.dtype)
     paths = [] if bool(((path == 1) == (want == 1)).all()) else [f"paths {path.tolist()}"]
     return _diff(ref.sample(logits, batch).tokens, out.tokens[:, 0]) + paths
+
+
+def _top_p_tie(vocab: int) -> list:
+    """Top-p's crossing inside a group of tokens with distinct logits that share one float32
+    probability: their x - M (M = 1) rounds to one float32 (x = -1e-3 - i ulps). The spec
+    compares probabilities, so it keeps the whole group; a cut in logit order (the slow
+    path's bisection before the fuzz's GPU case 43016) kept two of its tokens. At V = 1000
+    about 700 tokens are kept (the slow path, path 3, checked), at V = 111 about 80 (the
+    candidates). Sample and verify (K = 1, both positions alike) equal torch."""
+    import torch
+
+    from sampler import SamplingBatch, SamplingParams
+    from sampler import torch_backend as ref
+    from sampler import triton_backend as tri
+
+    g = torch.Generator().manual_seed(17)
+    n_a, n_g = vocab * 2 // 5, vocab * 3 // 10
+    perm = torch.randperm(vocab, generator=g)
+    x = -3 - 3 * torch.rand(vocab, generator=g)  # (the rest: far below the crossing)
+    x[perm[:n_a]] = 0.5 + 0.5 * torch.rand(n_a, generator=g)
+    x[perm[0]] = 1.0
+    group = torch.full((n_g,), -1e-3, dtype=torch.float32)
+    for i in range(1, n_g):  # each one ulp below the last
+        group[i] = torch.nextafter(group[i - 1], torch.tensor(-1.0))
+    x[perm[n_a:n_a + n_g]] = group
+    assert int((x - x.max()).unique().numel()) < vocab - n_g + 2  # (the group's x - M: one)
+    w = torch.exp(x - x.max()).double()
+    total = float(w.sum())
+    top_p = (float(w[perm[:n_a]].sum()) + 1.5 * float(w[perm[n_a]])) / total
+    rows = 8
+    params = [SamplingParams(top_p=top_p, temperature=1.0) for _ in range(rows)]
+    batch = SamplingBatch.from_requests(params, [[]] * rows, [[]] * rows, vocab,
+                                        seeds=list(range(rows)))
+    logits = x.expand(rows, vocab).contiguous()
+    out = _triton_sample(logits, batch)
+    bad = _diff(ref.sample(logits, batch).tokens, out.tokens[:, 0])
+    if vocab >= 1000 and not bool((out.path == 3).all()):
+        bad.append(f"paths {out.path.tolist()} (want all 3)")
+    vb = SamplingBatch.from_requests(params, [[]] * rows, [[]] * rows, vocab, num_positions=2,
+                                     seeds=list(range(rows)))
+    vl = logits[:, None].expand(rows, 2, vocab).contiguous()
+    drafts = perm[n_a + n_g - 1 - torch.arange(rows)][:, None]  # (group tokens, the last ones)
+    a, b = ref.verify(vl, drafts, vb), tri.verify(vl, drafts, vb)
+    return (bad + _diff(a.tokens, b.tokens) + _diff(a.num_accepted, b.num_accepted)
+            + _diff(a.num_emitted, b.num_emitted))
 
 
 def _tile_overflow(vocab: int) -> list:
