@@ -127,9 +127,34 @@ def diff(name: str, a: torch.Tensor | None, b: torch.Tensor | None, tol: float =
 
 def run_case(seed: int, device: str, vocabs: list[int] | None = None,
              max_rows: int = 8) -> tuple[str, list[str]]:
-    """One random case; (its description, its differences)."""
+    """One random case; (its description, its differences). On a GPU a case that differs is
+    run again with the torch backend on the CPU, which says whether the reference itself
+    hinges on its float32 summation order there (torch's own CPU and CUDA results differ)."""
+    vocabs = vocabs or (CPU_VOCABS if device == "cpu" else GPU_VOCABS)
+    desc, out, tokens = _case(seed, device, vocabs, max_rows)
+    if out and device != "cpu":
+        ref_gpu, triton = tokens
+        ref_cpu = _case(seed, "cpu", vocabs, max_rows, reference_only=True)[2][0]
+        as_gpu, as_triton = bool((ref_cpu == ref_gpu).all()), bool((ref_cpu == triton).all())
+        out.append("torch on the CPU: " + (
+            "triton's tokens (a float32 rounding tie in torch itself)" if as_triton
+            else "torch's tokens on the GPU" if as_gpu else "neither's tokens"))
+    return desc, out
+
+
+def _counted(v) -> torch.Tensor:
+    """A verify output's tokens with its accepted and emitted counts after them (CPU)."""
+    return torch.cat([v.tokens.long(), v.num_accepted.long()[:, None],
+                      v.num_emitted.long()[:, None]], 1).cpu()
+
+
+def _case(seed: int, device: str, vocabs, max_rows: int,
+          reference_only: bool = False) -> tuple[str, list[str], tuple]:
+    """Case `seed` on `device`: (description, differences, (torch's, triton's) token
+    tensors (with accepted and emitted counts after them for verify)); with
+    reference_only the torch backend's alone (as both)."""
     rng = random.Random(seed)
-    vocab = rng.choice(vocabs or (CPU_VOCABS if device == "cpu" else GPU_VOCABS))
+    vocab = rng.choice(vocabs)
     rows = rng.randint(1, max_rows)
     params = [random_params(rng, vocab) for _ in range(rows)]
     prompts = [random_history(rng, vocab) for _ in range(rows)]
@@ -140,8 +165,12 @@ def run_case(seed: int, device: str, vocabs: list[int] | None = None,
         batch = SamplingBatch.from_requests(params, prompts, outputs, vocab, device=device,
                                             grammar_bitmask=mask, seeds=seeds)
         logits = random_logits(rng, (rows, vocab), device)
-        a, b = ref.sample(logits, batch), tri.sample(logits, batch)
+        a = ref.sample(logits, batch)
+        if reference_only:
+            return "", [], (a.tokens.cpu(), a.tokens.cpu())
+        b = tri.sample(logits, batch)
         out = diff("tokens", a.tokens, b.tokens)
+        tokens = (a.tokens.cpu(), b.tokens.cpu())
         desc = f"sample V={vocab} B={rows} {logits.dtype}"
     else:
         k = rng.randint(1, 3)
@@ -167,14 +196,18 @@ def run_case(seed: int, device: str, vocabs: list[int] | None = None,
         if rng.random() < 0.5:
             num_draft = torch.randint(0, k + 1, (rows,), generator=g).to(device)
         a = ref.verify(logits, drafts, batch, probs, num_draft)
+        ta = _counted(a)
+        if reference_only:
+            return "", [], (ta, ta)
         b = tri.verify(logits, drafts, batch, probs, num_draft)
         out = (diff("tokens", a.tokens, b.tokens) + diff("accepted", a.num_accepted,
                                                          b.num_accepted)
                + diff("emitted", a.num_emitted, b.num_emitted))
+        tokens = (ta, _counted(b))
         desc = f"verify V={vocab} B={rows} K={k} {mode} {logits.dtype}"
     out += (diff("top_ids", a.top_ids, b.top_ids) + diff("logprobs", a.logprobs, b.logprobs, 1e-4)
             + diff("top_logprobs", a.top_logprobs, b.top_logprobs, 1e-4))
-    return desc, out
+    return desc, out, tokens
 
 
 def main() -> None:
