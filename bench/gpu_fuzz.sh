@@ -8,7 +8,8 @@
 # holds 16 requests at least, so run 216's CHUNKS=3,1 / 2,2 / 1,3 ran as one chunk);
 # SET=large: up to 64 requests over vocabularies above 131072 (the default two halves,
 # their pre kernels' own streams from 128 rows a chunk) and forced chunks at smaller ones.
-#   OUT=$OUT MINUTES=6 [SET=large] bash bench/gpu_fuzz.sh
+# EXTRA: arguments added to every process (e.g. --ulp-groups).
+#   OUT=$OUT MINUTES=6 [SET=large] [EXTRA=--ulp-groups] bash bench/gpu_fuzz.sh
 set -uo pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
@@ -52,9 +53,9 @@ for cfg in "${CONFIGS[@]}"; do
   IFS='|' read -r off envs extra <<< "$cfg"
   seed=$((START + off))
   log=$(printf '%s/fuzz-%02d.log' "$WORK" "$i")  # (two digits: joined in the configs' order)
-  echo "# seeds from $seed, env: ${envs:-default}, args: ${extra:-none}" > "$log"
+  echo "# seeds from $seed, env: ${envs:-default}, args: ${extra:-none} ${EXTRA:-}" > "$log"
   env $envs timeout $(( ${MINUTES:-6} * 60 + 120 )) python3 tests/fuzz_sampler.py \
-    --device cuda --minutes "${MINUTES:-6}" --start "$seed" $extra >> "$log" 2>&1 &
+    --device cuda --minutes "${MINUTES:-6}" --start "$seed" $extra ${EXTRA:-} >> "$log" 2>&1 &
   i=$((i + 1))
 done
 wait

@@ -7,7 +7,10 @@ logits (any scale, ties on a coarse grid, spikes, fp32 / bf16 / fp16) and either
 `verify` (K 1-3, drafts from the logits or anywhere in the vocabulary, none / dense / sparse
 draft probabilities, num_draft per row). Tokens, accepted and emitted counts must be equal;
 logprobs' ids equal and values within 1e-4. A mismatch prints its case seed, which
-`--case SEED` repeats alone.
+`--case SEED` repeats alone; `--case SEED --explain ROW POS` says whether that row's top-p
+is a float32 rounding tie of the torch backend itself (its kept set moves when the normaliser
+of p = w / s moves by an ulp or two, as another summation order moves it). `--ulp-groups`
+draws logits one float32 ulp apart in half the cases, which makes such ties common.
 
 CPU (the kernels under the interpreter, slow: CI runs 16 fixed cases, tests/test_sampler_fuzz.py):
     python tests/fuzz_sampler.py --minutes 30 [--start 0]
@@ -39,6 +42,8 @@ from test_sampler_distribution import pack_bitmask  # noqa: E402
 from sampler import SamplingBatch, SamplingParams  # noqa: E402
 from sampler import torch_backend as ref  # noqa: E402
 from sampler import triton_backend as tri  # noqa: E402
+from sampler.processing import process  # noqa: E402
+from sampler.torch_backend import _expand_positions  # noqa: E402
 
 CPU_VOCABS = (37, 111, 257, 1000, 1500, 2100)
 GPU_VOCABS = (111, 1000, 32000, 50257, 128256)
@@ -72,7 +77,9 @@ def random_history(rng: random.Random, vocab: int) -> list[int]:
     return [rng.choice(ids) if ids else rng.randrange(vocab) for _ in range(n)]
 
 
-def random_logits(rng: random.Random, shape: tuple[int, ...], device: str) -> torch.Tensor:
+def random_logits(rng: random.Random, shape: tuple[int, ...], device: str,
+                  ulp_groups: bool = False) -> tuple[torch.Tensor, bool]:
+    """Random logits of `shape` on `device`, and whether `ulp_group` made them."""
     g = torch.Generator().manual_seed(rng.randrange(2**31))
     x = torch.randn(shape, generator=g) * rng.choice((0.05, 1.0, 2.0, 2.0, 3.0, 8.0, 30.0))
     kind = rng.choice(("plain", "plain", "grid", "spike", "flat"))
@@ -84,7 +91,29 @@ def random_logits(rng: random.Random, shape: tuple[int, ...], device: str) -> to
     elif kind == "flat":
         x = torch.zeros(shape)
     dtype = rng.choice((torch.float32, torch.float32, torch.bfloat16, torch.float16))
-    return x.to(dtype).to(device)
+    grouped = ulp_groups and bool(torch.rand((), generator=g) < 0.5)
+    if grouped:
+        x = ulp_group(x, g)
+    return x.to(dtype).to(device), grouped
+
+
+def ulp_group(x: torch.Tensor, g: torch.Generator) -> torch.Tensor:
+    """10-50% of the ids (the same in every row) set to one small negative logit and then
+    one float32 ulp apart each, with the row max at least 1: distinct logits whose x - M
+    round to a few float32 values, so top-p's crossing often falls among tokens that share
+    one probability (the tie the GPU fuzz's case 43016 found). Draws from g only (the
+    case's other draws unchanged)."""
+    vocab = x.shape[-1]
+    n = int(vocab * (0.1 + 0.4 * float(torch.rand((), generator=g))))
+    ids = torch.randperm(vocab, generator=g)[:n]
+    base = torch.tensor(-1e-3 * float(torch.rand((), generator=g)) - 1e-6)
+    # (for a negative float32, its bits + i is the value i ulps further from zero)
+    group = (base.view(torch.int32) + torch.arange(n, dtype=torch.int32)).view(torch.float32)
+    x = x.clone()
+    x[..., ids] = group
+    top = torch.randint(0, vocab, (), generator=g)
+    x[..., top] = torch.maximum(x.amax(-1), torch.tensor(1.0))
+    return x
 
 
 def random_mask(rng: random.Random, rows: int, positions: int, vocab: int) -> torch.Tensor | None:
@@ -126,20 +155,71 @@ def diff(name: str, a: torch.Tensor | None, b: torch.Tensor | None, tol: float =
 
 
 def run_case(seed: int, device: str, vocabs: list[int] | None = None,
-             max_rows: int = 8) -> tuple[str, list[str]]:
+             max_rows: int = 8, ulp_groups: bool = False) -> tuple[str, list[str]]:
     """One random case; (its description, its differences). On a GPU a case that differs is
     run again with the torch backend on the CPU, which says whether the reference itself
     hinges on its float32 summation order there (torch's own CPU and CUDA results differ)."""
     vocabs = vocabs or (CPU_VOCABS if device == "cpu" else GPU_VOCABS)
-    desc, out, tokens = _case(seed, device, vocabs, max_rows)
+    desc, out, tokens = _case(seed, device, vocabs, max_rows, ulp_groups)
     if out and device != "cpu":
         ref_gpu, triton = tokens
-        ref_cpu = _case(seed, "cpu", vocabs, max_rows, reference_only=True)[2][0]
+        ref_cpu = _case(seed, "cpu", vocabs, max_rows, ulp_groups, reference_only=True)[2][0]
         as_gpu, as_triton = bool((ref_cpu == ref_gpu).all()), bool((ref_cpu == triton).all())
         out.append("torch on the CPU: " + (
             "triton's tokens (a float32 rounding tie in torch itself)" if as_triton
             else "torch's tokens on the GPU" if as_gpu else "neither's tokens"))
     return desc, out
+
+
+LAST: dict = {}  # the last case's inputs (`explain`)
+
+
+def explain(seed: int, vocabs, max_rows: int, ulp_groups: bool, row: int, pos: int) -> None:
+    """Print why a row's top-p may be a float32 rounding tie (the torch backend, CPU): its
+    settings, the crossing, how many tokens share the threshold's probability, and the kept
+    count when the normaliser s of p = w / s moves by a few ulps (a summation order moves
+    it: torch on the CPU, torch on CUDA and the kernels' tile sums each sum in their own)."""
+    _case(seed, "cpu", vocabs, max_rows, ulp_groups, reference_only=True)
+    logits, batch = LAST["logits"], LAST["batch"]
+    bsz, vocab = logits.shape[0], logits.shape[-1]
+    if LAST["verify"] is None:
+        rows = batch.head(bsz)
+        mask = None if rows.grammar_bitmask is None else rows.grammar_bitmask[:, 0]
+        proc, n = process(logits, rows, mask), row
+    else:
+        drafts, num_draft = LAST["verify"]
+        k1 = logits.shape[1]
+        nd = torch.full((bsz,), k1 - 1) if num_draft is None else num_draft.long()
+        rows, mask, earlier = _expand_positions(batch, bsz, k1, drafts.long(), nd)
+        proc, n = process(logits.reshape(bsz * k1, vocab), rows, mask, earlier), row * k1 + pos
+    temp = float(rows.temperature[n]) or 1.0
+    x = proc.scores[n] / temp
+    alive = x > float("-inf")
+    top_p = float(rows.top_p[n])
+    print(f"row {row} position {pos}: temperature {float(rows.temperature[n]):.4g}, top_k "
+          f"{int(rows.top_k[n])}, top_p {top_p:.9g}, min_p {float(rows.min_p[n]):.4g}; "
+          f"{int(alive.sum())} tokens alive of {vocab}")
+    if top_p >= 1:
+        print("no top-p")
+        return
+    w = torch.exp(torch.where(alive, x, float("-inf")) - x[alive].max())
+    s0 = w.sum()
+    counts = []
+    for k in range(-4, 5):
+        s = s0
+        for _ in range(abs(k)):
+            s = torch.nextafter(s, torch.tensor(float("inf") if k > 0 else 0.0))
+        p = w / s
+        sp = p.sort(descending=True).values
+        c = int((sp.cumsum(0) < top_p).sum().clamp(max=int(alive.sum()) - 1))
+        counts.append(int((p >= sp[c]).sum()))
+        if k == 0:
+            thr, tied = float(sp[c]), int((p == sp[c]).sum())
+            margin = float(sp[: c + 1].double().sum()) - top_p
+    print(f"kept {counts[4]}: threshold p {thr:.9g} shared by {tied} tokens; mass through "
+          f"the crossing - top_p = {margin:.3g}")
+    print(f"kept with s moved by -4..4 ulps: {counts}"
+          + ("  (a float32 rounding tie)" if len(set(counts)) > 1 else ""))
 
 
 def _counted(v) -> torch.Tensor:
@@ -148,7 +228,7 @@ def _counted(v) -> torch.Tensor:
                       v.num_emitted.long()[:, None]], 1).cpu()
 
 
-def _case(seed: int, device: str, vocabs, max_rows: int,
+def _case(seed: int, device: str, vocabs, max_rows: int, ulp_groups: bool,
           reference_only: bool = False) -> tuple[str, list[str], tuple]:
     """Case `seed` on `device`: (description, differences, (torch's, triton's) token
     tensors (with accepted and emitted counts after them for verify)); with
@@ -164,7 +244,8 @@ def _case(seed: int, device: str, vocabs, max_rows: int,
         mask = random_mask(rng, rows, 1, vocab)
         batch = SamplingBatch.from_requests(params, prompts, outputs, vocab, device=device,
                                             grammar_bitmask=mask, seeds=seeds)
-        logits = random_logits(rng, (rows, vocab), device)
+        logits, grouped = random_logits(rng, (rows, vocab), device, ulp_groups)
+        LAST.update(logits=logits, batch=batch, verify=None)
         a = ref.sample(logits, batch)
         if reference_only:
             return "", [], (a.tokens.cpu(), a.tokens.cpu())
@@ -178,7 +259,7 @@ def _case(seed: int, device: str, vocabs, max_rows: int,
         batch = SamplingBatch.from_requests(params, prompts, outputs, vocab, device=device,
                                             num_positions=k + 1, grammar_bitmask=mask,
                                             seeds=seeds)
-        logits = random_logits(rng, (rows, k + 1, vocab), device)
+        logits, grouped = random_logits(rng, (rows, k + 1, vocab), device, ulp_groups)
         g = torch.Generator().manual_seed(rng.randrange(2**31))
         drafts = torch.randint(0, vocab, (rows, k), generator=g)
         near = logits[:, :k].float().argmax(-1).cpu()
@@ -195,6 +276,7 @@ def _case(seed: int, device: str, vocabs, max_rows: int,
         num_draft = None
         if rng.random() < 0.5:
             num_draft = torch.randint(0, k + 1, (rows,), generator=g).to(device)
+        LAST.update(logits=logits, batch=batch, verify=(drafts, num_draft))
         a = ref.verify(logits, drafts, batch, probs, num_draft)
         ta = _counted(a)
         if reference_only:
@@ -205,6 +287,7 @@ def _case(seed: int, device: str, vocabs, max_rows: int,
                + diff("emitted", a.num_emitted, b.num_emitted))
         tokens = (ta, _counted(b))
         desc = f"verify V={vocab} B={rows} K={k} {mode} {logits.dtype}"
+    desc += " ulp-group" if grouped else ""
     out += (diff("top_ids", a.top_ids, b.top_ids) + diff("logprobs", a.logprobs, b.logprobs, 1e-4)
             + diff("top_logprobs", a.top_logprobs, b.top_logprobs, 1e-4))
     return desc, out, tokens
@@ -223,18 +306,28 @@ def main() -> None:
                     f"{CPU_VOCABS} on the CPU, {GPU_VOCABS} on a GPU)")
     ap.add_argument("--rows", type=int, default=8, help="at most this many requests a batch "
                     "(on a GPU, 32 or more with V > 131072 runs the call in two halves)")
+    ap.add_argument("--explain", type=int, nargs=2, metavar=("ROW", "POS"),
+                    help="with --case: the torch backend's top-p crossing of that row and "
+                    "position on the CPU, and whether a few ulps of its normaliser move it")
+    ap.add_argument("--ulp-groups", action="store_true", help="in half the cases, a tenth to "
+                    "a half of the ids one float32 ulp apart below a max of 1 (ties in "
+                    "probability among distinct logits)")
     args = ap.parse_args()
     if args.cmax:
         tri.CMAX = args.cmax
+    if args.case is not None and args.explain:
+        explain(args.case, args.vocabs or (GPU_VOCABS if args.device != "cpu" else CPU_VOCABS),
+                args.rows, args.ulp_groups, *args.explain)
+        return
     if args.case is not None:
-        desc, out = run_case(args.case, args.device, args.vocabs, args.rows)
+        desc, out = run_case(args.case, args.device, args.vocabs, args.rows, args.ulp_groups)
         print(desc, out or "equal")
         return
     end = time.monotonic() + 60 * args.minutes
     seed, failed = args.start, 0
     while time.monotonic() < end and (args.count is None or seed - args.start < args.count):
         t0 = time.monotonic()
-        desc, out = run_case(seed, args.device, args.vocabs, args.rows)
+        desc, out = run_case(seed, args.device, args.vocabs, args.rows, args.ulp_groups)
         status = "equal" if not out else "DIFFERS"
         print(f"case {seed}: {desc}: {status} ({time.monotonic() - t0:.1f} s)", flush=True)
         for line in out:

@@ -42,3 +42,29 @@ def test_fuzz_vocabs_and_rows_options() -> None:
     assert "case 0: sample V=300 B=14 " in proc.stdout, proc.stdout
     assert "case 1: verify V=37 " in proc.stdout, proc.stdout
     assert "2 cases, 0 differ" in proc.stdout, proc.stdout
+
+
+@pytest.mark.slow
+def test_fuzz_ulp_groups_option() -> None:
+    """`--ulp-groups` reaches the cases (cases 4 and 5 draw one: logits one float32 ulp apart,
+    the probability ties of top-p that tests/test_sampler_triton.py's `_top_p_tie` pins)."""
+    proc = _fuzz("--start", "4", "--count", "2", "--vocabs", "37", "300", "--rows", "16",
+                 "--ulp-groups", timeout=600)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+    assert "case 4: sample V=37 B=10 torch.float32 ulp-group: equal" in proc.stdout, proc.stdout
+    assert "case 5: verify V=300 " in proc.stdout and "ulp-group: equal" in proc.stdout
+    assert "2 cases, 0 differ" in proc.stdout, proc.stdout
+
+
+def test_explain_tells_a_rounding_tie_from_a_mismatch() -> None:
+    """`--explain` on the GPU fuzz's case 43016 (run 217: two rows differed): row 17's kept
+    set moves when the normaliser moves by an ulp (a tie of the torch backend itself, which
+    gives that row different tokens on the CPU and on CUDA); row 25's does not (it was the
+    slow path's mismatch, fixed since). The torch backend alone, on the CPU."""
+    big = ["--rows", "64", "--vocabs", "131073", "151936", "200003", "262144", "--cmax", "32"]
+    tie = _fuzz("--case", "43016", *big, "--explain", "17", "0", timeout=300)
+    assert tie.returncode == 0, tie.stderr[-3000:]
+    assert "top_p 0.899999976" in tie.stdout and "(a float32 rounding tie)" in tie.stdout
+    real = _fuzz("--case", "43016", *big, "--explain", "25", "0", timeout=300)
+    assert real.returncode == 0, real.stderr[-3000:]
+    assert "kept 221900:" in real.stdout and "rounding tie" not in real.stdout, real.stdout
