@@ -46,13 +46,14 @@ def test_fuzz_vocabs_and_rows_options() -> None:
 
 @pytest.mark.slow
 def test_fuzz_ulp_groups_option() -> None:
-    """`--ulp-groups` reaches the cases (cases 4 and 5 draw one: logits one float32 ulp apart,
-    the probability ties of top-p that tests/test_sampler_triton.py's `_top_p_tie` pins)."""
-    proc = _fuzz("--start", "4", "--count", "2", "--vocabs", "37", "300", "--rows", "16",
+    """`--ulp-groups` reaches the cases (cases 19 and 20 draw one, in float32 logits: one ulp
+    apart, the probability ties of top-p that tests/test_sampler_triton.py's `_top_p_tie`
+    pins)."""
+    proc = _fuzz("--start", "19", "--count", "2", "--vocabs", "37", "300", "--rows", "16",
                  "--ulp-groups", timeout=600)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
-    assert "case 4: sample V=37 B=10 torch.float32 ulp-group: equal" in proc.stdout, proc.stdout
-    assert "case 5: verify V=300 " in proc.stdout and "ulp-group: equal" in proc.stdout
+    assert "case 19: verify V=37 B=4 K=2 sparse torch.float32 ulp-group: equal" in proc.stdout
+    assert "case 20: sample V=37 B=9 torch.float32 ulp-group: equal" in proc.stdout
     assert "2 cases, 0 differ" in proc.stdout, proc.stdout
 
 
