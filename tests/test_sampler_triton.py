@@ -5,7 +5,8 @@ setting (greedy, top-k incl. k near V, top-p incl. flat rows that need the exact
 min-p, penalties over a history, logit bias, grammar bitmasks), fp32/bf16/fp16 logits, flat
 (slow path) and peaked (candidate path) rows, a batch without filters (its tokens left
 undivided by the temperature in the tile kernel), a grammar edge inside a tile (candidate path),
-a tile with more candidates than slots, the patch kernel's values where history, bias and
+a tile with more candidates than slots, top-p's crossing among distinct logits that share one
+float32 probability (slow path and candidates), the patch kernel's values where history, bias and
 drafts overlap and for long lists, and verify with K up to 3 for none/dense/sparse
 draft probabilities, mixed num_draft and none given.
 
