@@ -42,7 +42,7 @@ from test_sampler_distribution import pack_bitmask  # noqa: E402
 from sampler import SamplingBatch, SamplingParams  # noqa: E402
 from sampler import torch_backend as ref  # noqa: E402
 from sampler import triton_backend as tri  # noqa: E402
-from sampler.processing import process  # noqa: E402
+from sampler.processing import kept_weights, process, top_p_mask  # noqa: E402
 from sampler.torch_backend import _expand_positions  # noqa: E402
 
 CPU_VOCABS = (37, 111, 257, 1000, 1500, 2100)
@@ -202,20 +202,19 @@ def explain(seed: int, vocabs, max_rows: int, ulp_groups: bool, row: int, pos: i
     if top_p >= 1:
         print("no top-p")
         return
-    w = torch.exp(torch.where(alive, x, float("-inf")) - x[alive].max())
-    s0 = w.sum()
+    w = kept_weights(torch.where(alive, x, float("-inf"))[None])
+    s0, top_ps = w.sum(), rows.top_p[n:n + 1]
     counts = []
     for k in range(-4, 5):
         s = s0
         for _ in range(abs(k)):
             s = torch.nextafter(s, torch.tensor(float("inf") if k > 0 else 0.0))
-        p = w / s
-        sp = p.sort(descending=True).values
-        c = int((sp.cumsum(0) < top_p).sum().clamp(max=int(alive.sum()) - 1))
-        counts.append(int((p >= sp[c]).sum()))
-        if k == 0:
-            thr, tied = float(sp[c]), int((p == sp[c]).sum())
-            margin = float(sp[: c + 1].double().sum()) - top_p
+        counts.append(int(top_p_mask(w / s, alive[None], top_ps).sum()))
+    p = (w / s0)[0]
+    sp = p.sort(descending=True).values
+    c = int((sp.cumsum(0) < top_p).sum().clamp(max=int(alive.sum()) - 1))  # (the crossing)
+    thr, tied = float(sp[c]), int((p == sp[c]).sum())
+    margin = float(sp[: c + 1].double().sum()) - top_p
     print(f"kept {counts[4]}: threshold p {thr:.9g} shared by {tied} tokens; mass through "
           f"the crossing - top_p = {margin:.3g}")
     print(f"kept with s moved by -4..4 ulps: {counts}"
