@@ -28,6 +28,7 @@ import os
 import random
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 if "cuda" not in sys.argv:  # (the CPU runs the kernels under the interpreter: set before
@@ -42,7 +43,7 @@ from test_sampler_distribution import pack_bitmask  # noqa: E402
 from sampler import SamplingBatch, SamplingParams  # noqa: E402
 from sampler import torch_backend as ref  # noqa: E402
 from sampler import triton_backend as tri  # noqa: E402
-from sampler.processing import kept_weights, process, top_p_mask  # noqa: E402
+from sampler.processing import kept_weights, process, top_k_mask, top_p_mask  # noqa: E402
 from sampler.torch_backend import _expand_positions  # noqa: E402
 
 CPU_VOCABS = (37, 111, 257, 1000, 1500, 2100)
@@ -171,67 +172,17 @@ def run_case(seed: int, device: str, vocabs: list[int] | None = None,
     return desc, out
 
 
-LAST: dict = {}  # the last case's inputs (`explain`)
+@dataclass
+class Case:
+    """One case's inputs: `verify` is None for `sample`, else (drafts, draft probs, num_draft)."""
+    desc: str
+    logits: torch.Tensor
+    batch: SamplingBatch
+    verify: tuple | None = None
 
 
-def explain(seed: int, vocabs, max_rows: int, ulp_groups: bool, row: int, pos: int) -> None:
-    """Print why a row's top-p may be a float32 rounding tie (the torch backend, CPU): its
-    settings, the crossing, how many tokens share the threshold's probability, and the kept
-    count when the normaliser s of p = w / s moves by a few ulps (a summation order moves
-    it: torch on the CPU, torch on CUDA and the kernels' tile sums each sum in their own)."""
-    _case(seed, "cpu", vocabs, max_rows, ulp_groups, reference_only=True)
-    logits, batch = LAST["logits"], LAST["batch"]
-    bsz, vocab = logits.shape[0], logits.shape[-1]
-    if LAST["verify"] is None:
-        rows = batch.head(bsz)
-        mask = None if rows.grammar_bitmask is None else rows.grammar_bitmask[:, 0]
-        proc, n = process(logits, rows, mask), row
-    else:
-        drafts, num_draft = LAST["verify"]
-        k1 = logits.shape[1]
-        nd = torch.full((bsz,), k1 - 1) if num_draft is None else num_draft.long()
-        rows, mask, earlier = _expand_positions(batch, bsz, k1, drafts.long(), nd)
-        proc, n = process(logits.reshape(bsz * k1, vocab), rows, mask, earlier), row * k1 + pos
-    temp = float(rows.temperature[n]) or 1.0
-    x = proc.scores[n] / temp
-    alive = x > float("-inf")
-    top_p = float(rows.top_p[n])
-    print(f"row {row} position {pos}: temperature {float(rows.temperature[n]):.4g}, top_k "
-          f"{int(rows.top_k[n])}, top_p {top_p:.9g}, min_p {float(rows.min_p[n]):.4g}; "
-          f"{int(alive.sum())} tokens alive of {vocab}")
-    if top_p >= 1:
-        print("no top-p")
-        return
-    w = kept_weights(torch.where(alive, x, float("-inf"))[None])
-    s0, top_ps = w.sum(), rows.top_p[n:n + 1]
-    counts = []
-    for k in range(-4, 5):
-        s = s0
-        for _ in range(abs(k)):
-            s = torch.nextafter(s, torch.tensor(float("inf") if k > 0 else 0.0))
-        counts.append(int(top_p_mask(w / s, alive[None], top_ps).sum()))
-    p = (w / s0)[0]
-    sp = p.sort(descending=True).values
-    c = int((sp.cumsum(0) < top_p).sum().clamp(max=int(alive.sum()) - 1))  # (the crossing)
-    thr, tied = float(sp[c]), int((p == sp[c]).sum())
-    margin = float(sp[: c + 1].double().sum()) - top_p
-    print(f"kept {counts[4]}: threshold p {thr:.9g} shared by {tied} tokens; mass through "
-          f"the crossing - top_p = {margin:.3g}")
-    print(f"kept with s moved by -4..4 ulps: {counts}"
-          + ("  (a float32 rounding tie)" if len(set(counts)) > 1 else ""))
-
-
-def _counted(v) -> torch.Tensor:
-    """A verify output's tokens with its accepted and emitted counts after them (CPU)."""
-    return torch.cat([v.tokens.long(), v.num_accepted.long()[:, None],
-                      v.num_emitted.long()[:, None]], 1).cpu()
-
-
-def _case(seed: int, device: str, vocabs, max_rows: int, ulp_groups: bool,
-          reference_only: bool = False) -> tuple[str, list[str], tuple]:
-    """Case `seed` on `device`: (description, differences, (torch's, triton's) token
-    tensors (with accepted and emitted counts after them for verify)); with
-    reference_only the torch backend's alone (as both)."""
+def draw_case(seed: int, device: str, vocabs, max_rows: int, ulp_groups: bool) -> Case:
+    """Case `seed`'s inputs on `device` (every random draw of a case is made here)."""
     rng = random.Random(seed)
     vocab = rng.choice(vocabs)
     rows = rng.randint(1, max_rows)
@@ -244,14 +195,7 @@ def _case(seed: int, device: str, vocabs, max_rows: int, ulp_groups: bool,
         batch = SamplingBatch.from_requests(params, prompts, outputs, vocab, device=device,
                                             grammar_bitmask=mask, seeds=seeds)
         logits, grouped = random_logits(rng, (rows, vocab), device, ulp_groups)
-        LAST.update(logits=logits, batch=batch, verify=None)
-        a = ref.sample(logits, batch)
-        if reference_only:
-            return "", [], (a.tokens.cpu(), a.tokens.cpu())
-        b = tri.sample(logits, batch)
-        out = diff("tokens", a.tokens, b.tokens)
-        tokens = (a.tokens.cpu(), b.tokens.cpu())
-        desc = f"sample V={vocab} B={rows} {logits.dtype}"
+        case = Case(f"sample V={vocab} B={rows} {logits.dtype}", logits, batch)
     else:
         k = rng.randint(1, 3)
         mask = random_mask(rng, rows, k + 1, vocab)
@@ -275,21 +219,95 @@ def _case(seed: int, device: str, vocabs, max_rows: int, ulp_groups: bool,
         num_draft = None
         if rng.random() < 0.5:
             num_draft = torch.randint(0, k + 1, (rows,), generator=g).to(device)
-        LAST.update(logits=logits, batch=batch, verify=(drafts, num_draft))
+        case = Case(f"verify V={vocab} B={rows} K={k} {mode} {logits.dtype}", logits, batch,
+                    (drafts, probs, num_draft))
+    case.desc += " ulp-group" if grouped else ""
+    return case
+
+
+def explain(seed: int, vocabs, max_rows: int, ulp_groups: bool, row: int, pos: int) -> None:
+    """Print why a row's top-p may be a float32 rounding tie (the torch backend, CPU): its
+    settings, the crossing, how many tokens share the threshold's probability, and the kept
+    count when the normaliser s of p = w / s moves by a few ulps (a summation order moves
+    it: torch on the CPU, torch on CUDA and the kernels' tile sums each sum in their own).
+    Top-p is taken over the row's top-k survivors, as in the spec."""
+    case = draw_case(seed, "cpu", vocabs, max_rows, ulp_groups)
+    logits, batch = case.logits, case.batch
+    bsz, vocab = logits.shape[0], logits.shape[-1]
+    if case.verify is None:
+        rows = batch.head(bsz)
+        mask = None if rows.grammar_bitmask is None else rows.grammar_bitmask[:, 0]
+        proc, n = process(logits, rows, mask), row
+    else:
+        drafts, _, num_draft = case.verify
+        k1 = logits.shape[1]
+        nd = torch.full((bsz,), k1 - 1) if num_draft is None else num_draft.long()
+        rows, mask, earlier = _expand_positions(batch, bsz, k1, drafts.long(), nd)
+        proc, n = process(logits.reshape(bsz * k1, vocab), rows, mask, earlier), row * k1 + pos
+    temp = float(rows.temperature[n]) or 1.0
+    x = (proc.scores[n] / temp)[None]
+    top_k = int(rows.top_k[n])
+    alive = top_k_mask(x, rows.top_k[n:n + 1], top_k) if top_k > 0 else x > float("-inf")
+    top_p = float(rows.top_p[n])
+    print(f"row {row} position {pos}: temperature {float(rows.temperature[n]):.4g}, top_k "
+          f"{top_k}, top_p {top_p:.9g}, min_p {float(rows.min_p[n]):.4g}; "
+          f"{int(alive.sum())} tokens alive of {vocab} (after top-k)")
+    if top_p >= 1:
+        print("no top-p")
+        return
+    w = kept_weights(torch.where(alive, x, float("-inf")))
+    s0, top_ps = w.sum(), rows.top_p[n:n + 1]
+    counts = []
+    for k in range(-4, 5):
+        s = s0
+        for _ in range(abs(k)):
+            s = torch.nextafter(s, torch.tensor(float("inf") if k > 0 else 0.0))
+        counts.append(int(top_p_mask(w / s, alive, top_ps).sum()))
+    p = (w / s0)[0]
+    sp = p.sort(descending=True).values
+    c = int((sp.cumsum(0) < top_p).sum().clamp(max=int(alive.sum()) - 1))  # (the crossing)
+    thr, tied = float(sp[c]), int((p == sp[c]).sum())
+    margin = float(sp[: c + 1].double().sum()) - top_p
+    print(f"kept {counts[4]}: threshold p {thr:.9g} shared by {tied} tokens; mass through "
+          f"the crossing - top_p = {margin:.3g}")
+    print(f"kept with s moved by -4..4 ulps: {counts}"
+          + ("  (a float32 rounding tie)" if len(set(counts)) > 1 else ""))
+
+
+def _counted(v) -> torch.Tensor:
+    """A verify output's tokens with its accepted and emitted counts after them (CPU)."""
+    return torch.cat([v.tokens.long(), v.num_accepted.long()[:, None],
+                      v.num_emitted.long()[:, None]], 1).cpu()
+
+
+def _case(seed: int, device: str, vocabs, max_rows: int, ulp_groups: bool,
+          reference_only: bool = False) -> tuple[str, list[str], tuple]:
+    """Case `seed` on `device`: (description, differences, (torch's, triton's) token
+    tensors (with accepted and emitted counts after them for verify)); with
+    reference_only the torch backend's alone (as both)."""
+    case = draw_case(seed, device, vocabs, max_rows, ulp_groups)
+    logits, batch = case.logits, case.batch
+    if case.verify is None:
+        a = ref.sample(logits, batch)
+        if reference_only:
+            return case.desc, [], (a.tokens.cpu(), a.tokens.cpu())
+        b = tri.sample(logits, batch)
+        out = diff("tokens", a.tokens, b.tokens)
+        tokens = (a.tokens.cpu(), b.tokens.cpu())
+    else:
+        drafts, probs, num_draft = case.verify
         a = ref.verify(logits, drafts, batch, probs, num_draft)
         ta = _counted(a)
         if reference_only:
-            return "", [], (ta, ta)
+            return case.desc, [], (ta, ta)
         b = tri.verify(logits, drafts, batch, probs, num_draft)
         out = (diff("tokens", a.tokens, b.tokens) + diff("accepted", a.num_accepted,
                                                          b.num_accepted)
                + diff("emitted", a.num_emitted, b.num_emitted))
         tokens = (ta, _counted(b))
-        desc = f"verify V={vocab} B={rows} K={k} {mode} {logits.dtype}"
-    desc += " ulp-group" if grouped else ""
     out += (diff("top_ids", a.top_ids, b.top_ids) + diff("logprobs", a.logprobs, b.logprobs, 1e-4)
             + diff("top_logprobs", a.top_logprobs, b.top_logprobs, 1e-4))
-    return desc, out, tokens
+    return case.desc, out, tokens
 
 
 def main() -> None:

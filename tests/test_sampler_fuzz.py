@@ -69,3 +69,13 @@ def test_explain_tells_a_rounding_tie_from_a_mismatch() -> None:
     real = _fuzz("--case", "43016", *big, "--explain", "25", "0", timeout=300)
     assert real.returncode == 0, real.stderr[-3000:]
     assert "kept 221900:" in real.stdout and "rounding tie" not in real.stdout, real.stdout
+
+
+def test_explain_takes_top_p_over_the_top_k_survivors() -> None:
+    """Row 0 of CPU case 9 (V = 111, top_k 60, top_p 0.9, no min-p): the torch backend keeps
+    54 tokens; top-p over the whole row, ignoring top-k (explain before 2026-12-06), keeps 97."""
+    out = _fuzz("--case", "9", "--vocabs", "37", "111", "257", "--explain", "0", "0",
+                timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "top_k 60, top_p 0.899999976" in out.stdout, out.stdout
+    assert "kept 54:" in out.stdout, out.stdout
