@@ -11,7 +11,7 @@ import torch
 
 from sampler.batch import SamplingBatch
 from sampler.outputs import SampleOutput, VerifyOutput
-from sampler.processing import kept_weights, process
+from sampler.processing import Processed, kept_weights, process
 from sampler.rng import Stream, uniform
 from sampler.sampling import inverse_cdf, log_probs, top_logprobs
 
@@ -24,9 +24,7 @@ def sample(logits: torch.Tensor, batch: SamplingBatch) -> SampleOutput:
     Greedy rows: argmax of the processed scores (ties to the lowest id); others: inverse CDF
     in token-id order of exp(filtered - max) with uniform(seed, position, SAMPLE).
     """
-    rows = batch.head(logits.shape[0])
-    mask = None if rows.grammar_bitmask is None else rows.grammar_bitmask[:, 0]
-    proc = process(logits, rows, mask)
+    rows, proc = process_rows(logits, batch)
     u = uniform(rows.seed, rows.position, Stream.SAMPLE)
     drawn = inverse_cdf(kept_weights(proc.filtered), u)
     tokens = torch.where(rows.temperature == 0, proc.scores.argmax(1), drawn)
@@ -51,8 +49,7 @@ def verify(logits: torch.Tensor, draft_tokens: torch.Tensor, batch: SamplingBatc
     dev = logits.device
     drafts = draft_tokens.to(torch.int64)
     n_draft = (torch.full((bsz,), k, device=dev) if num_draft is None else num_draft).to(dev).long()
-    rows, mask, earlier = _expand_positions(batch, bsz, k1, drafts, n_draft)
-    proc = process(logits.reshape(bsz * k1, vocab), rows, mask, earlier)
+    _, proc = process_rows(logits, batch, drafts, n_draft)
     filtered = proc.filtered.view(bsz, k1, vocab)
     weights = kept_weights(proc.filtered).view(bsz, k1, vocab)
     total = weights.sum(-1).clamp(min=torch.finfo(torch.float32).tiny)
@@ -78,6 +75,22 @@ def verify(logits: torch.Tensor, draft_tokens: torch.Tensor, batch: SamplingBatc
         lp = top_logprobs(log_probs(filtered), tokens, num, head.max_logprobs)
         out.logprobs, out.top_ids, out.top_logprobs = lp
     return out
+
+
+def process_rows(logits: torch.Tensor, batch: SamplingBatch, drafts: torch.Tensor | None = None,
+                 n_draft: torch.Tensor | None = None) -> tuple[SamplingBatch, Processed]:
+    """The spec's processing of every row that draws a token, and those rows: for `sample`
+    ([B, V] logits) one a request; for `verify` ([B, K+1, V] logits, drafts [B, K] int64,
+    n_draft [B], default K) one a (request, position), rows of [B * (K+1), V]."""
+    if drafts is None:
+        rows = batch.head(logits.shape[0])
+        mask = None if rows.grammar_bitmask is None else rows.grammar_bitmask[:, 0]
+        return rows, process(logits, rows, mask)
+    bsz, k1, vocab = logits.shape
+    if n_draft is None:
+        n_draft = torch.full((bsz,), k1 - 1, device=drafts.device)
+    rows, mask, earlier = _expand_positions(batch, bsz, k1, drafts, n_draft)
+    return rows, process(logits.reshape(bsz * k1, vocab), rows, mask, earlier)
 
 
 def _expand_positions(batch: SamplingBatch, bsz: int, k1: int, drafts: torch.Tensor,

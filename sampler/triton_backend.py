@@ -46,9 +46,8 @@ import torch
 from sampler import triton_kernels as tk
 from sampler.batch import SamplingBatch
 from sampler.outputs import SampleOutput, VerifyOutput
-from sampler.processing import process
 from sampler.sampling import log_probs, top_logprobs
-from sampler.torch_backend import DraftProbs, _expand_positions
+from sampler.torch_backend import DraftProbs, process_rows
 
 C_OVERRIDE = os.environ.get("SONICSPEC_C")  # measurement: candidate slots per tile
 TILE_WARPS = os.environ.get("SONICSPEC_TILE_WARPS")  # measurement (default: BLOCK_V / 512)
@@ -260,8 +259,7 @@ def sample(logits: torch.Tensor, batch: SamplingBatch) -> SampleOutput:
     rows = batch.head(bsz)
     if rows.max_logprobs == 0:
         return SampleOutput(tokens=tokens)
-    mask = None if rows.grammar_bitmask is None else rows.grammar_bitmask[:, 0]
-    proc = process(logits, rows, mask)
+    _, proc = process_rows(logits, batch)
     lp = top_logprobs(log_probs(proc.filtered), tokens, rows.num_logprobs, rows.max_logprobs)
     return SampleOutput(tokens, *lp)
 
@@ -279,11 +277,7 @@ def verify(logits: torch.Tensor, draft_tokens: torch.Tensor, batch: SamplingBatc
     head = batch.head(logits.shape[0])
     if head.max_logprobs > 0:
         bsz, k1, vocab = logits.shape
-        n_draft = out.num_draft
-        if n_draft is None:
-            n_draft = torch.full((bsz,), k1 - 1, device=logits.device, dtype=torch.int64)
-        rows, mask, earlier = _expand_positions(batch, bsz, k1, draft_tokens.long(), n_draft)
-        proc = process(logits.reshape(bsz * k1, vocab), rows, mask, earlier)
+        _, proc = process_rows(logits, batch, draft_tokens.long(), out.num_draft)
         num = head.num_logprobs[:, None].expand(bsz, k1)
         lp = top_logprobs(log_probs(proc.filtered.view(bsz, k1, vocab)), out.tokens, num,
                           head.max_logprobs)

@@ -43,8 +43,8 @@ from test_sampler_distribution import pack_bitmask  # noqa: E402
 from sampler import SamplingBatch, SamplingParams  # noqa: E402
 from sampler import torch_backend as ref  # noqa: E402
 from sampler import triton_backend as tri  # noqa: E402
-from sampler.processing import kept_weights, process, top_k_mask, top_p_mask  # noqa: E402
-from sampler.torch_backend import _expand_positions  # noqa: E402
+from sampler.processing import kept_weights, top_k_mask, top_p_mask  # noqa: E402
+from sampler.torch_backend import process_rows  # noqa: E402
 
 CPU_VOCABS = (37, 111, 257, 1000, 1500, 2100)
 GPU_VOCABS = (111, 1000, 32000, 50257, 128256)
@@ -232,18 +232,14 @@ def explain(seed: int, vocabs, max_rows: int, ulp_groups: bool, row: int, pos: i
     it: torch on the CPU, torch on CUDA and the kernels' tile sums each sum in their own).
     Top-p is taken over the row's top-k survivors, as in the spec."""
     case = draw_case(seed, "cpu", vocabs, max_rows, ulp_groups)
-    logits, batch = case.logits, case.batch
-    bsz, vocab = logits.shape[0], logits.shape[-1]
+    vocab = case.logits.shape[-1]
     if case.verify is None:
-        rows = batch.head(bsz)
-        mask = None if rows.grammar_bitmask is None else rows.grammar_bitmask[:, 0]
-        proc, n = process(logits, rows, mask), row
+        rows, proc = process_rows(case.logits, case.batch)
+        n = row
     else:
         drafts, _, num_draft = case.verify
-        k1 = logits.shape[1]
-        nd = torch.full((bsz,), k1 - 1) if num_draft is None else num_draft.long()
-        rows, mask, earlier = _expand_positions(batch, bsz, k1, drafts.long(), nd)
-        proc, n = process(logits.reshape(bsz * k1, vocab), rows, mask, earlier), row * k1 + pos
+        rows, proc = process_rows(case.logits, case.batch, drafts, num_draft)
+        n = row * case.logits.shape[1] + pos
     temp = float(rows.temperature[n]) or 1.0
     x = (proc.scores[n] / temp)[None]
     top_k = int(rows.top_k[n])
