@@ -256,10 +256,9 @@ def sample(logits: torch.Tensor, batch: SamplingBatch) -> SampleOutput:
     drafts = torch.empty(bsz, 0, dtype=torch.int64, device=logits.device)
     out = _run(logits.unsqueeze(1), drafts, batch, None, None)
     tokens = out.tokens[:, 0]
-    rows = batch.head(bsz)
-    if rows.max_logprobs == 0:
+    if batch.max_logprobs == 0:  # (batch-wide, as in every slice of the batch)
         return SampleOutput(tokens=tokens)
-    _, proc = process_rows(logits, batch)
+    rows, proc = process_rows(logits, batch)
     lp = top_logprobs(log_probs(proc.filtered), tokens, rows.num_logprobs, rows.max_logprobs)
     return SampleOutput(tokens, *lp)
 

@@ -139,15 +139,13 @@ def _diagnose_verify(key: str, logits: torch.Tensor, drafts: torch.Tensor, vb: S
                      q: torch.Tensor, a, b) -> None:
     """Per differing verify row: the acceptance test u*q(x) vs p(x) at the first position
     where the chains part, or the emitted draw's boundary when both accepted as many."""
-    from sampler.processing import kept_weights, process
+    from sampler.processing import kept_weights
     from sampler.rng import Stream, uniform
-    from sampler.torch_backend import _expand_positions
+    from sampler.torch_backend import process_rows
 
     bsz, k1, vocab = logits.shape
     k = k1 - 1
-    n_draft = torch.full((bsz,), k, device=logits.device)
-    rows, mask, earlier = _expand_positions(vb, bsz, k1, drafts, n_draft)
-    proc = process(logits.reshape(bsz * k1, vocab), rows, mask, earlier)
+    _, proc = process_rows(logits, vb, drafts.long())
     w = kept_weights(proc.filtered).view(bsz, k1, vocab)
     head = vb.head(bsz)
     diff = (a.tokens != b.tokens).any(1)
