@@ -273,15 +273,13 @@ def verify(logits: torch.Tensor, draft_tokens: torch.Tensor, batch: SamplingBatc
         n_acc = torch.zeros(logits.shape[0], dtype=torch.int64, device=logits.device)
         n_emit = n_acc + 1
     assert n_emit is not None  # (set with num_accepted by the combine kernel)
-    head = batch.head(logits.shape[0])
-    if head.max_logprobs > 0:
-        bsz, k1, vocab = logits.shape
-        _, proc = process_rows(logits, batch, draft_tokens.long(), out.num_draft)
-        num = head.num_logprobs[:, None].expand(bsz, k1)
-        lp = top_logprobs(log_probs(proc.filtered.view(bsz, k1, vocab)), out.tokens, num,
-                          head.max_logprobs)
-        return VerifyOutput(out.tokens, n_emit, n_acc, *lp)
-    return VerifyOutput(out.tokens, n_emit, n_acc)
+    if batch.max_logprobs == 0:
+        return VerifyOutput(out.tokens, n_emit, n_acc)
+    bsz, k1, vocab = logits.shape
+    rows, proc = process_rows(logits, batch, draft_tokens.long(), out.num_draft)
+    lp = top_logprobs(log_probs(proc.filtered.view(bsz, k1, vocab)), out.tokens,
+                      rows.num_logprobs.view(bsz, k1), batch.max_logprobs)
+    return VerifyOutput(out.tokens, n_emit, n_acc, *lp)
 
 
 class _Raw:
