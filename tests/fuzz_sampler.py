@@ -9,8 +9,10 @@ draft probabilities, num_draft per row). Tokens, accepted and emitted counts mus
 logprobs' ids equal and values within 1e-4. A mismatch prints its case seed, which
 `--case SEED` repeats alone; `--case SEED --explain ROW POS` says whether that row's top-p
 is a float32 rounding tie of the torch backend itself (its kept set moves when the normaliser
-of p = w / s moves by an ulp or two, as another summation order moves it). `--ulp-groups`
-draws logits one float32 ulp apart in half the cases, which makes such ties common.
+of p = w / s moves by an ulp or two, as another summation order moves it) and how close its
+draw's target lies to a token boundary (within float32 rounding of the kernels' tile
+masses). `--ulp-groups` draws logits one float32 ulp apart in half the cases, which makes
+such ties common.
 
 CPU (the kernels under the interpreter, slow: CI runs 16 fixed cases, tests/test_sampler_fuzz.py):
     python tests/fuzz_sampler.py --minutes 30 [--start 0]
@@ -43,7 +45,9 @@ from test_sampler_distribution import pack_bitmask  # noqa: E402
 from sampler import SamplingBatch, SamplingParams  # noqa: E402
 from sampler import torch_backend as ref  # noqa: E402
 from sampler import triton_backend as tri  # noqa: E402
-from sampler.processing import kept_weights, top_k_mask, top_p_mask  # noqa: E402
+from sampler.processing import kept_weights, min_p_mask, top_k_mask, top_p_mask  # noqa: E402
+from sampler.rng import Stream, uniform  # noqa: E402
+from sampler.sampling import inverse_cdf  # noqa: E402
 from sampler.torch_backend import process_rows  # noqa: E402
 
 CPU_VOCABS = (37, 111, 257, 1000, 1500, 2100)
@@ -248,17 +252,23 @@ def explain(seed: int, vocabs, max_rows: int, ulp_groups: bool, row: int, pos: i
     print(f"row {row} position {pos}: temperature {float(rows.temperature[n]):.4g}, top_k "
           f"{top_k}, top_p {top_p:.9g}, min_p {float(rows.min_p[n]):.4g}; "
           f"{int(alive.sum())} tokens alive of {vocab} (after top-k)")
+    from_p = _explain_draw(case, row, pos)
     if top_p >= 1:
         print("no top-p")
         return
     w = kept_weights(torch.where(alive, x, float("-inf")))
     s0, top_ps = w.sum(), rows.top_p[n:n + 1]
-    counts = []
+    counts, draws = [], []
+    u = uniform(rows.seed[n:n + 1], rows.position[n:n + 1], Stream.SAMPLE)
     for k in range(-4, 5):
         s = s0
         for _ in range(abs(k)):
             s = torch.nextafter(s, torch.tensor(float("inf") if k > 0 else 0.0))
-        counts.append(int(top_p_mask(w / s, alive, top_ps).sum()))
+        keep = top_p_mask(w / s, alive, top_ps)
+        counts.append(int(keep.sum()))
+        if rows.min_p[n] > 0:  # (min-p is a ratio to the max: the normaliser leaves it)
+            keep = min_p_mask(x, keep, rows.min_p[n:n + 1])
+        draws.append(int(inverse_cdf(torch.where(keep, w, 0.0), u)))
     p = (w / s0)[0]
     sp = p.sort(descending=True).values
     c = int((sp.cumsum(0) < top_p).sum().clamp(max=int(alive.sum()) - 1))  # (the crossing)
@@ -268,6 +278,62 @@ def explain(seed: int, vocabs, max_rows: int, ulp_groups: bool, row: int, pos: i
           f"the crossing - top_p = {margin:.3g}")
     print(f"kept with s moved by -4..4 ulps: {counts}"
           + ("  (a float32 rounding tie)" if len(set(counts)) > 1 else ""))
+    if from_p:
+        print(f"the draw with s moved by -4..4 ulps: {draws}")
+
+
+def _explain_draw(case: Case, row: int, pos: int) -> bool:
+    """Print where the torch backend's inverse-CDF draw of that row and position falls (CPU):
+    the drawn token and how far the target u * S lies from the nearest token boundary, as a
+    fraction of the drawn token's weight and of S. The kernels take the prefix of a target's
+    tile from float32 tile masses (sums of the SFU's exp, `triton_backend`), which can move
+    the target by about a float32 ulp of S: a draw within two ulps of S of a boundary is a
+    rounding tie of the tile masses, not a disagreement about the law. True when the emitted
+    token there is a draw from p (SAMPLE stream: `sample`, or verify's bonus token)."""
+    if case.verify is None:
+        rows, proc = process_rows(case.logits, case.batch)
+        w, n = kept_weights(proc.filtered[row:row + 1])[0], row
+        stream, what = Stream.SAMPLE, "the draw"
+    else:
+        drafts, probs, num_draft = case.verify
+        out = ref.verify(case.logits, drafts, case.batch, probs, num_draft)
+        n_acc = int(out.num_accepted[row])
+        if pos != n_acc:
+            print(f"position {pos} is not the emitted draw ({n_acc} drafts accepted)")
+            return False
+        bsz, k1, vocab = case.logits.shape
+        k = k1 - 1
+        n_draft = torch.full((bsz,), k) if num_draft is None else num_draft.long().cpu()
+        rows, proc = process_rows(case.logits, case.batch, drafts, n_draft)
+        weights = kept_weights(proc.filtered).view(bsz, k1, vocab)
+        n, w = row * k1 + pos, weights[row, pos]
+        stream, what = Stream.SAMPLE, "the bonus draw"
+        if n_acc < int(n_draft[row]):
+            total = weights.sum(-1).clamp(min=torch.finfo(torch.float32).tiny)
+            e = out.num_accepted.long().cpu()
+            resid = ref._residual(weights[torch.arange(bsz), e], total.gather(1, e[:, None]),
+                                  drafts, probs, e)[row]
+            if bool((resid > 0).any()):
+                w, stream, what = resid, Stream.RESIDUAL, "the residual draw"
+    if float(rows.temperature[n]) == 0:
+        print("a greedy row: no draw")
+        return False
+    u = uniform(rows.seed[n:n + 1], rows.position[n:n + 1], stream).double()
+    cdf = w.double().cumsum(0)
+    total = float(cdf[-1])
+    target = float(u * total)
+    tok = int(torch.searchsorted(cdf, torch.tensor([target], dtype=torch.float64), right=True))
+    if tok >= len(w) or total <= 0:
+        print(f"{what}: past the last prefix (the last positive token)")
+        return stream == Stream.SAMPLE
+    below = float(cdf[tok - 1]) if tok > 0 else 0.0
+    frac = (target - below) / float(w[tok])
+    gap = min(target - below, float(cdf[tok]) - target)
+    tie = gap < 2 * float(torch.finfo(torch.float32).eps) * total
+    print(f"{what}: token {tok}, the target at {frac:.6f} of its weight, {gap / total:.3g} S "
+          "from a token boundary" + ("  (within two float32 ulps of S: a rounding tie of the "
+                                      "tile masses)" if tie else ""))
+    return stream == Stream.SAMPLE
 
 
 def _counted(v) -> torch.Tensor:

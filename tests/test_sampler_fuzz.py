@@ -79,3 +79,21 @@ def test_explain_takes_top_p_over_the_top_k_survivors() -> None:
     assert out.returncode == 0, out.stderr[-3000:]
     assert "top_k 60, top_p 0.899999976" in out.stdout, out.stdout
     assert "kept 54:" in out.stdout, out.stdout
+
+
+def test_explain_places_the_draw() -> None:
+    """The two rows that differed in GPU fuzz run 232 (2026-12-06). Case 171024 row 2, the
+    bonus draw over a flat fp16 row of 262144 tokens: the target lies 5e-10 S below a token
+    boundary (the kernels' float32 tile masses move it past: their token was the next id).
+    Case 176005 row 12: the kept set of top-p grows when s drops by 4 ulps, and the draw with
+    it is 49925, the kernels' token (torch's is 49920). The torch backend alone, on the CPU."""
+    big = ["--rows", "64", "--vocabs", "131073", "151936", "200003", "262144", "--ulp-groups"]
+    flat = _fuzz("--case", "171024", *big, "--explain", "2", "1", timeout=300)
+    assert flat.returncode == 0, flat.stderr[-3000:]
+    assert "the bonus draw: token 23879, the target at 0.999869" in flat.stdout, flat.stdout
+    assert "a rounding tie of the tile masses" in flat.stdout, flat.stdout
+    top_p = _fuzz("--case", "176005", *big, "--explain", "12", "0", timeout=300)
+    assert top_p.returncode == 0, top_p.stderr[-3000:]
+    assert "the draw: token 49920" in top_p.stdout, top_p.stdout
+    assert "tie of the tile masses" not in top_p.stdout, top_p.stdout
+    assert "the draw with s moved by -4..4 ulps: [49925, 49920," in top_p.stdout, top_p.stdout
