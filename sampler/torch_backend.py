@@ -58,14 +58,10 @@ def verify(logits: torch.Tensor, draft_tokens: torch.Tensor, batch: SamplingBatc
     greedy = head.temperature == 0
     accepted = _accept(weights, total, argmax, drafts, draft_probs, n_draft, head, greedy)
     n_acc = accepted.to(torch.int64).cumprod(1).sum(1)
-    pick = n_acc[:, None, None].expand(bsz, 1, vocab)
-    w_e = weights.gather(1, pick).squeeze(1)
-    rejected = n_acc < n_draft
-    resid = _residual(w_e, total.gather(1, n_acc[:, None]), drafts, draft_probs, n_acc)
-    resid = torch.where((resid.sum(1, keepdim=True) > 0) & rejected[:, None], resid, w_e)
-    stream = torch.where(rejected, int(residual_stream), int(Stream.SAMPLE))
+    law, stream = emitted_law(weights, total, drafts, draft_probs, n_acc, n_draft,
+                              residual_stream)
     u = uniform(head.seed, head.position + n_acc, stream)
-    extra = torch.where(greedy, argmax.gather(1, n_acc[:, None]).squeeze(1), inverse_cdf(resid, u))
+    extra = torch.where(greedy, argmax.gather(1, n_acc[:, None]).squeeze(1), inverse_cdf(law, u))
     tokens = torch.where(torch.arange(k, device=dev) < n_acc[:, None], drafts, -1)
     tokens = torch.cat([tokens, torch.full((bsz, 1), -1, device=dev, dtype=torch.int64)], 1)
     tokens = tokens.scatter(1, n_acc[:, None], extra[:, None])
@@ -148,6 +144,21 @@ def _draft_prob_of(drafts: torch.Tensor, draft_probs: DraftProbs) -> torch.Tenso
     safe = drafts.clamp(0, draft_probs.shape[-1] - 1)
     q = draft_probs.to(torch.float32).gather(2, safe[..., None]).squeeze(2)
     return torch.where((drafts >= 0) & (drafts < draft_probs.shape[-1]), q, 0.0)
+
+
+def emitted_law(weights: torch.Tensor, total: torch.Tensor, drafts: torch.Tensor,
+                draft_probs: DraftProbs, n_acc: torch.Tensor, n_draft: torch.Tensor,
+                residual_stream: Stream = Stream.RESIDUAL) -> tuple[torch.Tensor, torch.Tensor]:
+    """The weights [B, V] that a stochastic row's emitted token (at position n_acc) is drawn
+    from, and its stream [B]: after a rejection the residual max(p - q, 0) (p itself when
+    that is all zero) on residual_stream, after all drafts the bonus token's p on SAMPLE.
+    weights: [B, K+1, V] kept weights; total: [B, K+1] their sums."""
+    bsz, _, vocab = weights.shape
+    w_e = weights.gather(1, n_acc[:, None, None].expand(bsz, 1, vocab)).squeeze(1)
+    rejected = n_acc < n_draft
+    resid = _residual(w_e, total.gather(1, n_acc[:, None]), drafts, draft_probs, n_acc)
+    law = torch.where((resid.sum(1, keepdim=True) > 0) & rejected[:, None], resid, w_e)
+    return law, torch.where(rejected, int(residual_stream), int(Stream.SAMPLE))
 
 
 def _residual(w_e: torch.Tensor, total_e: torch.Tensor, drafts: torch.Tensor,

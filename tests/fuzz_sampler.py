@@ -252,7 +252,7 @@ def explain(seed: int, vocabs, max_rows: int, ulp_groups: bool, row: int, pos: i
     print(f"row {row} position {pos}: temperature {float(rows.temperature[n]):.4g}, top_k "
           f"{top_k}, top_p {top_p:.9g}, min_p {float(rows.min_p[n]):.4g}; "
           f"{int(alive.sum())} tokens alive of {vocab} (after top-k)")
-    from_p = _explain_draw(case, row, pos)
+    from_p = _explain_draw(case, rows, proc, row, pos)
     if top_p >= 1:
         print("no top-p")
         return
@@ -282,57 +282,50 @@ def explain(seed: int, vocabs, max_rows: int, ulp_groups: bool, row: int, pos: i
         print(f"the draw with s moved by -4..4 ulps: {draws}")
 
 
-def _explain_draw(case: Case, row: int, pos: int) -> bool:
-    """Print where the torch backend's inverse-CDF draw of that row and position falls (CPU):
-    the drawn token and how far the target u * S lies from the nearest token boundary, as a
-    fraction of the drawn token's weight and of S. The kernels take the prefix of a target's
-    tile from float32 tile masses (sums of the SFU's exp, `triton_backend`), which can move
-    the target by about a float32 ulp of S: a draw within two ulps of S of a boundary is a
-    rounding tie of the tile masses, not a disagreement about the law. True when the emitted
-    token there is a draw from p (SAMPLE stream: `sample`, or verify's bonus token)."""
+def _explain_draw(case: Case, rows: SamplingBatch, proc, row: int, pos: int) -> bool:
+    """Print where the torch backend's inverse-CDF draw of that row and position falls (CPU;
+    rows and proc: `process_rows` of the case): the drawn token and how far the target u * S
+    lies from the nearest token boundary, as a fraction of the drawn token's weight and of S.
+    The kernels take the prefix of a target's tile from float32 tile masses (sums of the
+    SFU's exp, `triton_backend`), which can move the target by about a float32 ulp of S: a
+    draw within two ulps of S of a boundary is a rounding tie of the tile masses, not a
+    disagreement about the law. True when the emitted token there is a draw from p (SAMPLE
+    stream: `sample`, or verify's bonus token)."""
+    weights = kept_weights(proc.filtered)
     if case.verify is None:
-        rows, proc = process_rows(case.logits, case.batch)
-        w, n = kept_weights(proc.filtered[row:row + 1])[0], row
-        stream, what = Stream.SAMPLE, "the draw"
+        n, w, stream, what = row, weights[row], Stream.SAMPLE, "the draw"
     else:
         drafts, probs, num_draft = case.verify
         out = ref.verify(case.logits, drafts, case.batch, probs, num_draft)
-        n_acc = int(out.num_accepted[row])
-        if pos != n_acc:
-            print(f"position {pos} is not the emitted draw ({n_acc} drafts accepted)")
+        n_acc = out.num_accepted.long()
+        if pos != int(n_acc[row]):
+            print(f"position {pos} is not the emitted draw ({int(n_acc[row])} drafts accepted)")
             return False
         bsz, k1, vocab = case.logits.shape
-        k = k1 - 1
-        n_draft = torch.full((bsz,), k) if num_draft is None else num_draft.long().cpu()
-        rows, proc = process_rows(case.logits, case.batch, drafts, n_draft)
-        weights = kept_weights(proc.filtered).view(bsz, k1, vocab)
-        n, w = row * k1 + pos, weights[row, pos]
-        stream, what = Stream.SAMPLE, "the bonus draw"
-        if n_acc < int(n_draft[row]):
-            total = weights.sum(-1).clamp(min=torch.finfo(torch.float32).tiny)
-            e = out.num_accepted.long().cpu()
-            resid = ref._residual(weights[torch.arange(bsz), e], total.gather(1, e[:, None]),
-                                  drafts, probs, e)[row]
-            if bool((resid > 0).any()):
-                w, stream, what = resid, Stream.RESIDUAL, "the residual draw"
+        n_draft = torch.full((bsz,), k1 - 1) if num_draft is None else num_draft.long()
+        weights = weights.view(bsz, k1, vocab)
+        total = weights.sum(-1).clamp(min=torch.finfo(torch.float32).tiny)
+        law, streams = ref.emitted_law(weights, total, drafts, probs, n_acc, n_draft)
+        n, w, stream = row * k1 + pos, law[row], Stream(int(streams[row]))
+        what = "the residual draw" if stream == Stream.RESIDUAL else "the bonus draw"
     if float(rows.temperature[n]) == 0:
         print("a greedy row: no draw")
         return False
-    u = uniform(rows.seed[n:n + 1], rows.position[n:n + 1], stream).double()
     cdf = w.double().cumsum(0)
     total = float(cdf[-1])
-    target = float(u * total)
-    tok = int(torch.searchsorted(cdf, torch.tensor([target], dtype=torch.float64), right=True))
-    if tok >= len(w) or total <= 0:
-        print(f"{what}: past the last prefix (the last positive token)")
-        return stream == Stream.SAMPLE
+    if total <= 0:
+        print(f"{what}: no positive weight")
+        return False
+    u = uniform(rows.seed[n:n + 1], rows.position[n:n + 1], stream)
+    tok = int(inverse_cdf(w[None], u))
+    target = float(u.double() * total)
     below = float(cdf[tok - 1]) if tok > 0 else 0.0
-    frac = (target - below) / float(w[tok])
-    gap = min(target - below, float(cdf[tok]) - target)
+    gap = min(target - below, float(cdf[tok]) - target)  # (<= 0: rounding found no crossing)
     tie = gap < 2 * float(torch.finfo(torch.float32).eps) * total
-    print(f"{what}: token {tok}, the target at {frac:.6f} of its weight, {gap / total:.3g} S "
-          "from a token boundary" + ("  (within two float32 ulps of S: a rounding tie of the "
-                                      "tile masses)" if tie else ""))
+    print(f"{what}: token {tok}, the target at {(target - below) / float(w[tok]):.6f} of its "
+          f"weight, {gap / total:.3g} S from a token boundary"
+          + ("  (within two float32 ulps of S: a rounding tie of the tile masses)"
+             if tie else ""))
     return stream == Stream.SAMPLE
 
 
