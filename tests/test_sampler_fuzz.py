@@ -91,6 +91,7 @@ def test_explain_places_the_draw() -> None:
     flat = _fuzz("--case", "171024", *big, "--explain", "2", "1", timeout=300)
     assert flat.returncode == 0, flat.stderr[-3000:]
     assert "the bonus draw: token 23879, the target at 0.999869" in flat.stdout, flat.stdout
+    assert "(token 23880 across it)" in flat.stdout, flat.stdout
     assert "a rounding tie of the tile masses" in flat.stdout, flat.stdout
     top_p = _fuzz("--case", "176005", *big, "--explain", "12", "0", timeout=300)
     assert top_p.returncode == 0, top_p.stderr[-3000:]
