@@ -319,14 +319,14 @@ def _explain_draw(case: Case, rows: SamplingBatch, proc, row: int, pos: int) -> 
     u = uniform(rows.seed[n:n + 1], rows.position[n:n + 1], stream)
     tok = int(inverse_cdf(w[None], u))
     target = float(u.double() * total)
-    below = float(cdf[tok - 1]) if tok > 0 else 0.0
-    lower = target - below <= float(cdf[tok]) - target
-    gap = min(target - below, float(cdf[tok]) - target)  # (<= 0: rounding found no crossing)
+    above = target - (float(cdf[tok - 1]) if tok > 0 else 0.0)  # (past the lower boundary)
+    gap = min(above, float(cdf[tok]) - target)  # (<= 0: rounding found no crossing)
     tie = gap < 2 * float(torch.finfo(torch.float32).eps) * total
     # the token a slightly moved target draws: the nearest positive weight across that boundary
-    side = (w[:tok] > 0).nonzero() if lower else (w[tok + 1:] > 0).nonzero() + tok + 1
-    across = (int(side[-1]) if lower else int(side[0])) if len(side) else None
-    print(f"{what}: token {tok}, the target at {(target - below) / float(w[tok]):.6f} of its "
+    ids = (w > 0).nonzero().squeeze(1)
+    side = ids[ids < tok][-1:] if above == gap else ids[ids > tok][:1]
+    across = int(side[0]) if len(side) else None
+    print(f"{what}: token {tok}, the target at {above / float(w[tok]):.6f} of its "
           f"weight, {gap / total:.3g} S from a token boundary"
           + (f" (token {across} across it)" if across is not None else "")
           + ("  (within two float32 ulps of S: a rounding tie of the tile masses)"
