@@ -194,6 +194,21 @@ def test_int8_weight_only_linear_matches_dequantised_reference():
     assert (q(x) - lin(x)).abs().max() < 0.05
 
 
+def test_int8_cpu_products_equal_int_mm_where_one_float32_matmul_rounds():
+    """The CPU path sums int8 products exactly (torch._int_mm's int32), also for an inner
+    dimension whose sums pass 2**24, where a single float32 matmul rounds."""
+    from models.drafts import _int8_matmul_exact
+
+    g = torch.Generator().manual_seed(0)
+    xq = torch.randint(100, 128, (5, 3000), generator=g, dtype=torch.int8)  # large, one sign
+    wq = torch.randint(-127, 128, (3000, 7), generator=g, dtype=torch.int8)
+    wq[:, :4] = wq[:, :4].abs()  # columns whose sums reach ~4e7
+    want = torch._int_mm(xq, wq)
+    assert (want.abs() > 2**24).any()
+    assert not torch.equal((xq.float() @ wq.float()).to(torch.int32), want)  # one matmul rounds
+    assert torch.equal(_int8_matmul_exact(xq.float(), wq.float()), want)
+
+
 def test_ngram_draft_proposes_latest_earlier_continuation():
     d = NgramDraft(2, "ngram:2")
     hist = [1, 2, 3, 9, 1, 2, 4, 5, 6, 1, 2]
