@@ -15,6 +15,7 @@ Draft specs (``make_draft(spec, target, ...)``):
 from __future__ import annotations
 
 import copy
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -72,16 +73,42 @@ def _int8_matmul_exact(xq: torch.Tensor, wq_t: torch.Tensor) -> torch.Tensor:
     return out
 
 
+_CPU_INT_MM: bool | None = None  # whether this CPU multiplies int8 faster with torch._int_mm
+
+
+def _cpu_int_mm_is_faster() -> bool:
+    """Time both exact products once per process (the best of three on a [16, 1024] x
+    [1024, 1024] product). torch's CPU ``_int_mm`` speed depends on the instruction set: on an
+    AVX2-only AMD EPYC (torch 2.13) it took 3 s for 16 tokens through SmolLM2's LM head where
+    the float32 slices take 50 ms. Both give the same int32, so the choice changes only speed."""
+    global _CPU_INT_MM
+    if _CPU_INT_MM is None:
+        a = torch.ones(16, 1024, dtype=torch.int8)
+        b = torch.ones(1024, 1024, dtype=torch.int8)
+        af, bf = a.float(), b.float()
+
+        def best(fn) -> float:
+            times = []
+            for _ in range(3):
+                t0 = time.perf_counter()
+                fn()
+                times.append(time.perf_counter() - t0)
+            return min(times)
+
+        _CPU_INT_MM = best(lambda: torch._int_mm(a, b)) < best(lambda: _int8_matmul_exact(af, bf))
+    return _CPU_INT_MM
+
+
 class Int8Linear(nn.Module):
     """Int8 linear layer: per-output-channel symmetric int8 weights.
 
     On the CPU the activations are quantised too, per row (per token), and the int8 x int8
-    products are summed exactly (the int32 result of ``torch._int_mm``), so each row's result
-    depends on that row alone and a batched draft proposes exactly what it would alone
-    (seeded requests repeat across batch compositions). The exact sum runs as float32 matmuls
-    over slices of the inner dimension (``_int8_matmul_exact``): torch's CPU ``_int_mm`` took
-    3 s for 16 tokens through SmolLM2's LM head where this takes 50 ms. Elsewhere it is
-    weight-only (dequantised on the fly).
+    products are summed exactly (int32), so each row's result depends on that row alone and a
+    batched draft proposes exactly what it would alone (seeded requests repeat across batch
+    compositions). The exact sum runs through ``torch._int_mm`` or float32 matmuls over inner
+    slices (``_int8_matmul_exact``, with a float32 copy of the int8 weights), whichever this CPU
+    does faster (``_cpu_int_mm_is_faster``). Elsewhere it is weight-only (dequantised on the
+    fly).
     """
 
     def __init__(self, linear: nn.Linear):
@@ -93,17 +120,23 @@ class Int8Linear(nn.Module):
         self.scale: torch.Tensor
         q = torch.round(w / scale[:, None]).to(torch.int8)
         self.register_buffer("qweight", q)  # [N, K]
-        # [K, N]: the int8 values as float32 (each exactly) for the CPU's exact matmul
-        self.register_buffer("qweight_t", q.t().float().contiguous())
+        self.register_buffer("qweight_t", q.t().contiguous())  # [K, N] for _int_mm
         self.register_buffer("scale", scale)  # [N] float32
         self.bias = None if linear.bias is None else nn.Parameter(linear.bias.detach().clone())
+        self._qweight_t_f32: torch.Tensor | None = None  # made on first use of the float32 path
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if x.device.type == "cpu":
             flat = x.reshape(-1, x.shape[-1]).float()
             xs = flat.abs().amax(dim=1, keepdim=True).clamp(min=1e-8) / 127.0
-            xq = torch.round(flat / xs)  # int8 values, held as float32
-            out = _int8_matmul_exact(xq, self.qweight_t).float() * xs * self.scale
+            xq = torch.round(flat / xs)  # int8 values (|v| <= 127), held as float32
+            if _cpu_int_mm_is_faster():
+                acc = torch._int_mm(xq.to(torch.int8), self.qweight_t)
+            else:
+                if self._qweight_t_f32 is None:
+                    self._qweight_t_f32 = self.qweight_t.float()
+                acc = _int8_matmul_exact(xq, self._qweight_t_f32)
+            out = acc.float() * xs * self.scale
             out = out.view(*x.shape[:-1], -1).to(x.dtype)
         else:
             w = self.qweight.to(x.dtype) * self.scale.to(x.dtype)[:, None]

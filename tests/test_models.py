@@ -209,6 +209,21 @@ def test_int8_cpu_products_equal_int_mm_where_one_float32_matmul_rounds():
     assert torch.equal(_int8_matmul_exact(xq.float(), wq.float()), want)
 
 
+def test_int8_linear_cpu_paths_agree(monkeypatch):
+    """Int8Linear gives the same output through torch._int_mm and the float32 slices (the
+    faster of the two is chosen per machine), here with an inner dimension above 1040."""
+    from models import drafts
+
+    torch.manual_seed(0)
+    q = drafts.Int8Linear(torch.nn.Linear(2100, 9))
+    x = torch.randn(6, 2100) * 4
+    outs = []
+    for use_int_mm in (True, False):
+        monkeypatch.setattr(drafts, "_CPU_INT_MM", use_int_mm)
+        outs.append(q(x))
+    assert torch.equal(outs[0], outs[1])
+
+
 def test_ngram_draft_proposes_latest_earlier_continuation():
     d = NgramDraft(2, "ngram:2")
     hist = [1, 2, 3, 9, 1, 2, 4, 5, 6, 1, 2]
