@@ -81,4 +81,7 @@ def _run() -> dict:
 
 if __name__ == "__main__":
     sys.path.insert(0, str(ROOT))
+    import interpret_fast  # (this file's folder is on the path: the interpreter's shortcuts)
+
+    interpret_fast.install()
     print(json.dumps(_run()))

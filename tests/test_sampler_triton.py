@@ -528,6 +528,9 @@ def test_triton_matches_torch_token_for_token(interpreted, group: str) -> None:
 if __name__ == "__main__":
     os.environ["TRITON_INTERPRET"] = "1"
     sys.path.insert(0, str(ROOT))
+    import interpret_fast  # (this file's folder is on the path: the interpreter's shortcuts)
+
+    interpret_fast.install()
     if "-cmax16" in sys.argv[1]:
         from sampler import triton_backend
 
