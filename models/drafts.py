@@ -123,7 +123,7 @@ class Int8Linear(nn.Module):
         self.register_buffer("qweight_t", q.t().contiguous())  # [K, N] for _int_mm
         self.register_buffer("scale", scale)  # [N] float32
         self.bias = None if linear.bias is None else nn.Parameter(linear.bias.detach().clone())
-        self._qweight_t_f32: torch.Tensor | None = None  # made on first use of the float32 path
+        self._qweight_t_f32: torch.Tensor | None = None  # (quantize_int8 makes it where it is used)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if x.device.type == "cpu":
@@ -151,6 +151,11 @@ def quantize_int8(model: CausalLM, device: torch.device) -> CausalLM:
         for child_name, child in list(module.named_children()):
             if isinstance(child, nn.Linear):
                 setattr(module, child_name, Int8Linear(child))
+    if torch.device(device).type == "cpu" and not _cpu_int_mm_is_faster():
+        # (the timing and the float32 copies here, at construction, not in the first step)
+        for module in qmodel.modules():
+            if isinstance(module, Int8Linear):
+                module._qweight_t_f32 = module.qweight_t.float()
     return qmodel.eval()
 
 
