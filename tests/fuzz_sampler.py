@@ -45,15 +45,15 @@ from test_sampler_distribution import pack_bitmask  # noqa: E402
 from sampler import SamplingBatch, SamplingParams  # noqa: E402
 from sampler import torch_backend as ref  # noqa: E402
 from sampler import triton_backend as tri  # noqa: E402
-
-if os.environ.get("TRITON_INTERPRET") == "1":
-    import interpret_fast  # noqa: E402  (the interpreter's shortcuts: same results, faster)
-
-    interpret_fast.install()
 from sampler.processing import kept_weights, min_p_mask, top_k_mask, top_p_mask  # noqa: E402
 from sampler.rng import Stream, uniform  # noqa: E402
 from sampler.sampling import inverse_cdf  # noqa: E402
 from sampler.torch_backend import process_rows  # noqa: E402
+
+if os.environ.get("TRITON_INTERPRET") == "1":
+    import interpret_fast  # (the interpreter's shortcuts: same results, faster)
+
+    interpret_fast.install()
 
 CPU_VOCABS = (37, 111, 257, 1000, 1500, 2100)
 GPU_VOCABS = (111, 1000, 32000, 50257, 128256)

@@ -224,6 +224,25 @@ def test_int8_linear_cpu_paths_agree(monkeypatch):
     assert torch.equal(outs[0], outs[1])
 
 
+def test_quantize_int8_prepares_the_cpu_path_at_construction(monkeypatch):
+    """On the CPU, quantize_int8 times the two product paths and, where the float32 slices
+    win, makes every layer's float32 weight copy then, so the first step does neither."""
+    from models import drafts
+
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
+    for use_int_mm in (None, False, True):  # None: timed here, this machine's choice
+        monkeypatch.setattr(drafts, "_CPU_INT_MM", use_int_mm)
+        q = drafts.quantize_int8(model, torch.device("cpu"))
+        assert drafts._CPU_INT_MM is not None
+        layers = [m for m in q.modules() if isinstance(m, drafts.Int8Linear)]
+        assert len(layers) == 2
+        for m in layers:
+            if drafts._CPU_INT_MM:
+                assert m._qweight_t_f32 is None
+            else:
+                assert torch.equal(m._qweight_t_f32, m.qweight_t.float())
+
+
 def test_ngram_draft_proposes_latest_earlier_continuation():
     d = NgramDraft(2, "ngram:2")
     hist = [1, 2, 3, 9, 1, 2, 4, 5, 6, 1, 2]
