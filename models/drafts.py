@@ -123,7 +123,14 @@ class Int8Linear(nn.Module):
         self.register_buffer("qweight_t", q.t().contiguous())  # [K, N] for _int_mm
         self.register_buffer("scale", scale)  # [N] float32
         self.bias = None if linear.bias is None else nn.Parameter(linear.bias.detach().clone())
-        self._qweight_t_f32: torch.Tensor | None = None  # (quantize_int8 makes it where it is used)
+        self._qweight_t_f32: torch.Tensor | None = None
+
+    def qweight_t_f32(self) -> torch.Tensor:
+        """The int8 weights [K, N] as float32 for ``_int8_matmul_exact``, made once (by
+        ``quantize_int8`` where this CPU takes that path)."""
+        if self._qweight_t_f32 is None:
+            self._qweight_t_f32 = self.qweight_t.float()
+        return self._qweight_t_f32
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if x.device.type == "cpu":
@@ -133,9 +140,7 @@ class Int8Linear(nn.Module):
             if _cpu_int_mm_is_faster():
                 acc = torch._int_mm(xq.to(torch.int8), self.qweight_t)
             else:
-                if self._qweight_t_f32 is None:
-                    self._qweight_t_f32 = self.qweight_t.float()
-                acc = _int8_matmul_exact(xq, self._qweight_t_f32)
+                acc = _int8_matmul_exact(xq, self.qweight_t_f32())
             out = acc.float() * xs * self.scale
             out = out.view(*x.shape[:-1], -1).to(x.dtype)
         else:
@@ -155,7 +160,7 @@ def quantize_int8(model: CausalLM, device: torch.device) -> CausalLM:
         # (the timing and the float32 copies here, at construction, not in the first step)
         for module in qmodel.modules():
             if isinstance(module, Int8Linear):
-                module._qweight_t_f32 = module.qweight_t.float()
+                module.qweight_t_f32()
     return qmodel.eval()
 
 
