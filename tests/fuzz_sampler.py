@@ -287,6 +287,67 @@ def explain(seed: int, vocabs, max_rows: int, ulp_groups: bool, row: int, pos: i
         print(f"the draw with s moved by -4..4 ulps: {draws}")
 
 
+def compare_stages(seed: int, device: str, vocabs, max_rows: int, ulp_groups: bool, row: int,
+                   pos: int) -> None:
+    """Print, stage by stage, where the torch backend on `device` and on the CPU part for one
+    row and position of case `seed` (sampling rows: a draw, not a rejection): processed
+    scores, top-k's kept set, the kept softmax (its exp weights and their sum), top-p's sorted
+    cumulative sum at its crossing, the kept sets after top-p and min-p, and the drawn token.
+    Pins which float32 operation a CUDA-vs-CPU difference of the reference comes from."""
+    got = {}
+    for dev in ("cpu", device):
+        case = draw_case(seed, dev, vocabs, max_rows, ulp_groups)
+        drafts, _, num_draft = case.verify or (None, None, None)
+        rows, proc = process_rows(case.logits, case.batch, drafts, num_draft)
+        n = row if case.verify is None else row * case.logits.shape[1] + pos
+        temp = float(rows.temperature[n]) or 1.0
+        x = (proc.scores[n] / temp)[None]
+        top_k = int(rows.top_k[n])
+        alive = top_k_mask(x, rows.top_k[n:n + 1], top_k) if top_k > 0 else x > float("-inf")
+        w = kept_weights(torch.where(alive, x, float("-inf")))
+        s = w.sum(1, keepdim=True)
+        p = w / s
+        sp = p.sort(dim=1, descending=True).values
+        cum = sp.cumsum(1)
+        keep_p = top_p_mask(p, alive, rows.top_p[n:n + 1])
+        keep_m = (min_p_mask(x, keep_p, rows.min_p[n:n + 1]) if rows.min_p[n] > 0 else keep_p)
+        u = uniform(rows.seed[n:n + 1], rows.position[n:n + 1], Stream.SAMPLE)
+        tok = inverse_cdf(kept_weights(torch.where(keep_m, x, float("-inf"))), u)
+        got[dev] = {k: v.detach().cpu() for k, v in dict(
+            scores=x, top_k_kept=alive, exp_weights=w, weight_sum=s, probs=p, sorted_probs=sp,
+            cumsum=cum, top_p_kept=keep_p, min_p_kept=keep_m, u=u, token=tok).items()}
+        got[dev]["top_p"] = float(rows.top_p[n])
+    a, b = got["cpu"], got[device]
+    print(f"case {seed} row {row} position {pos}: the torch backend on cpu vs {device}")
+    for name in a:
+        if name == "top_p":
+            continue
+        x, y = a[name], b[name]
+        same = x == y
+        line = f"  {name:13s} " + ("equal" if bool(same.all()) else
+                                   f"{int((~same).sum())} of {same.numel()} differ")
+        if x.is_floating_point() and not bool(same.all()):
+            bits = (x.view(torch.int32).long() - y.view(torch.int32).long()).abs()
+            line += f", up to {int(bits.max())} ulps"
+        if name == "token" or name == "weight_sum":
+            line += f" ({x.flatten().tolist()} vs {y.flatten().tolist()})"
+        print(line)
+    top_p = a["top_p"]
+    for dev, g in got.items():
+        cum = g["cumsum"][0]
+        c = int((cum < top_p).sum())
+        lo = max(c - 1, 0)
+        print(f"  {dev}: top-p {top_p:.9g} crosses at sorted index {c}: cumsum[{lo}..{c + 1}] "
+              f"{[f'{v:.9g}' for v in cum[lo:c + 2].tolist()]}, kept "
+              f"{int(g['top_p_kept'].sum())}")
+    first = (a["cumsum"] != b["cumsum"]).nonzero()
+    if len(first):
+        i = int(first[0, 1])
+        print(f"  the sorted cumsums first part at index {i}: "
+              f"{a['cumsum'][0, i].item():.9g} vs {b['cumsum'][0, i].item():.9g} (sorted p "
+              f"there equal: {bool(a['sorted_probs'][0, i] == b['sorted_probs'][0, i])})")
+
+
 def _explain_draw(case: Case, rows: SamplingBatch, proc, row: int, pos: int) -> bool:
     """Print where the torch backend's inverse-CDF draw of that row and position falls (CPU;
     rows and proc: `process_rows` of the case): the drawn token and how far the target u * S
@@ -391,6 +452,9 @@ def main() -> None:
     ap.add_argument("--explain", type=int, nargs=2, metavar=("ROW", "POS"),
                     help="with --case: the torch backend's top-p crossing of that row and "
                     "position on the CPU, and whether a few ulps of its normaliser move it")
+    ap.add_argument("--stages", type=int, nargs=2, metavar=("ROW", "POS"),
+                    help="with --case and --device cuda: where the torch backend on that "
+                    "device and on the CPU part, stage by stage, for that row and position")
     ap.add_argument("--ulp-groups", action="store_true", help="in half the cases, a tenth to "
                     "a half of the ids one float32 ulp apart below a max of 1 (ties in "
                     "probability among distinct logits)")
@@ -400,6 +464,10 @@ def main() -> None:
     if args.case is not None and args.explain:
         explain(args.case, args.vocabs or (GPU_VOCABS if args.device != "cpu" else CPU_VOCABS),
                 args.rows, args.ulp_groups, *args.explain)
+        return
+    if args.case is not None and args.stages:
+        compare_stages(args.case, args.device, args.vocabs or GPU_VOCABS, args.rows,
+                       args.ulp_groups, *args.stages)
         return
     if args.case is not None:
         desc, out = run_case(args.case, args.device, args.vocabs, args.rows, args.ulp_groups)
