@@ -263,17 +263,20 @@ def explain(seed: int, vocabs, max_rows: int, ulp_groups: bool, row: int, pos: i
         return
     w = kept_weights(torch.where(alive, x, float("-inf")))
     s0, top_ps = w.sum(), rows.top_p[n:n + 1]
-    counts, draws = [], []
     u = uniform(rows.seed[n:n + 1], rows.position[n:n + 1], Stream.SAMPLE)
-    for k in range(-4, 5):
+
+    def moved(k: int) -> tuple[int, int]:
+        """(kept count, draw) with the normaliser s moved by k float32 ulps."""
         s = s0
         for _ in range(abs(k)):
             s = torch.nextafter(s, torch.tensor(float("inf") if k > 0 else 0.0))
         keep = top_p_mask(w / s, alive, top_ps)
-        counts.append(int(keep.sum()))
+        count = int(keep.sum())
         if rows.min_p[n] > 0:  # (min-p is a ratio to the max: the normaliser leaves it)
             keep = min_p_mask(x, keep, rows.min_p[n:n + 1])
-        draws.append(int(inverse_cdf(torch.where(keep, w, 0.0), u)))
+        return count, int(inverse_cdf(torch.where(keep, w, 0.0), u))
+
+    counts, draws = map(list, zip(*(moved(k) for k in range(-4, 5))))
     p = (w / s0)[0]
     sp = p.sort(descending=True).values
     c = int((sp.cumsum(0) < top_p).sum().clamp(max=int(alive.sum()) - 1))  # (the crossing)
@@ -285,6 +288,16 @@ def explain(seed: int, vocabs, max_rows: int, ulp_groups: bool, row: int, pos: i
           + ("  (a float32 rounding tie)" if len(set(counts)) > 1 else ""))
     if from_p:
         print(f"the draw with s moved by -4..4 ulps: {draws}")
+    # how far the kept set is from moving: the smallest shift within 64 ulps either way (the
+    # cumulative sum's own float32 rounding over many tokens can move the crossing as far)
+    for k in sorted(range(-64, 65), key=lambda k: (abs(k), k)):
+        count, draw = moved(k)
+        if count != counts[4]:
+            print(f"the kept set first moves with s moved by {k} ulps: {count} kept, "
+                  f"the draw {draw}")
+            break
+    else:
+        print("the kept set stays within 64 ulps of s either way")
 
 
 def compare_stages(seed: int, device: str, vocabs, max_rows: int, ulp_groups: bool, row: int,

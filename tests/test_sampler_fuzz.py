@@ -111,3 +111,18 @@ def test_stages_follow_one_row_through_the_reference() -> None:
     assert out.returncode == 0, out.stderr[-3000:]
     assert "top-p 0.999000013 crosses at sorted index 128107" in out.stdout, out.stdout
     assert "kept 128108" in out.stdout and "token         equal ([96337] vs [96337])" in out.stdout
+
+
+def test_explain_finds_how_far_the_kept_set_is_from_moving() -> None:
+    """Case 271000 row 1 (run 241: torch on CUDA drew 96336, torch on the CPU and the kernels
+    96337): top-p's kept set holds within 4 ulps of the normaliser but drops its threshold
+    token when s falls by 9 ulps, and the draw then is CUDA's 96336 — the crossing lies ~12
+    float32 ulps of the cumulative sum from top_p, within reach of a float32 scan's rounding
+    over 128107 sorted probabilities."""
+    args = ["--case", "271000", "--vocabs", "111", "1000", "32000", "50257", "128256",
+            "--ulp-groups", "--explain", "1", "0"]
+    out = _fuzz(*args, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "kept with s moved by -4..4 ulps: [128108, 128108," in out.stdout, out.stdout
+    assert ("the kept set first moves with s moved by -9 ulps: 128107 kept, the draw 96336"
+            in out.stdout), out.stdout
