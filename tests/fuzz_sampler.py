@@ -26,6 +26,7 @@ several processes at once).
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import random
 import sys
@@ -242,18 +243,8 @@ def explain(seed: int, vocabs, max_rows: int, ulp_groups: bool, row: int, pos: i
     Top-p is taken over the row's top-k survivors, as in the spec."""
     case = draw_case(seed, "cpu", vocabs, max_rows, ulp_groups)
     vocab = case.logits.shape[-1]
-    if case.verify is None:
-        rows, proc = process_rows(case.logits, case.batch)
-        n = row
-    else:
-        drafts, _, num_draft = case.verify
-        rows, proc = process_rows(case.logits, case.batch, drafts, num_draft)
-        n = row * case.logits.shape[1] + pos
-    temp = float(rows.temperature[n]) or 1.0
-    x = (proc.scores[n] / temp)[None]
-    top_k = int(rows.top_k[n])
-    alive = top_k_mask(x, rows.top_k[n:n + 1], top_k) if top_k > 0 else x > float("-inf")
-    top_p = float(rows.top_p[n])
+    rows, proc, n, x, alive = _row(case, row, pos)
+    top_k, top_p = int(rows.top_k[n]), float(rows.top_p[n])
     print(f"row {row} position {pos}: temperature {float(rows.temperature[n]):.4g}, top_k "
           f"{top_k}, top_p {top_p:.9g}, min_p {float(rows.min_p[n]):.4g}; "
           f"{int(alive.sum())} tokens alive of {vocab} (after top-k)")
@@ -265,11 +256,11 @@ def explain(seed: int, vocabs, max_rows: int, ulp_groups: bool, row: int, pos: i
     s0, top_ps = w.sum(), rows.top_p[n:n + 1]
     u = uniform(rows.seed[n:n + 1], rows.position[n:n + 1], Stream.SAMPLE)
 
+    @functools.cache
     def moved(k: int) -> tuple[int, int]:
-        """(kept count, draw) with the normaliser s moved by k float32 ulps."""
-        s = s0
-        for _ in range(abs(k)):
-            s = torch.nextafter(s, torch.tensor(float("inf") if k > 0 else 0.0))
+        """(kept count, draw) with the normaliser s moved by k float32 ulps (s > 0: its bits
+        + k are the value k ulps further from zero)."""
+        s = (s0.view(torch.int32) + k).view(torch.float32)
         keep = top_p_mask(w / s, alive, top_ps)
         count = int(keep.sum())
         if rows.min_p[n] > 0:  # (min-p is a ratio to the max: the normaliser leaves it)
@@ -300,6 +291,18 @@ def explain(seed: int, vocabs, max_rows: int, ulp_groups: bool, row: int, pos: i
         print("the kept set stays within 64 ulps of s either way")
 
 
+def _row(case: Case, row: int, pos: int) -> tuple:
+    """The torch backend's view of one row and position of a case: (expanded rows, processed
+    scores, the expanded index n, its temperature-scaled scores [1, V], its top-k survivors)."""
+    drafts, _, num_draft = case.verify or (None, None, None)
+    rows, proc = process_rows(case.logits, case.batch, drafts, num_draft)
+    n = row if case.verify is None else row * case.logits.shape[1] + pos
+    x = (proc.scores[n] / (float(rows.temperature[n]) or 1.0))[None]
+    top_k = int(rows.top_k[n])
+    alive = top_k_mask(x, rows.top_k[n:n + 1], top_k) if top_k > 0 else x > float("-inf")
+    return rows, proc, n, x, alive
+
+
 def compare_stages(seed: int, device: str, vocabs, max_rows: int, ulp_groups: bool, row: int,
                    pos: int) -> None:
     """Print, stage by stage, where the torch backend on `device` and on the CPU part for one
@@ -309,14 +312,8 @@ def compare_stages(seed: int, device: str, vocabs, max_rows: int, ulp_groups: bo
     Pins which float32 operation a CUDA-vs-CPU difference of the reference comes from."""
     got = {}
     for dev in ("cpu", device):
-        case = draw_case(seed, dev, vocabs, max_rows, ulp_groups)
-        drafts, _, num_draft = case.verify or (None, None, None)
-        rows, proc = process_rows(case.logits, case.batch, drafts, num_draft)
-        n = row if case.verify is None else row * case.logits.shape[1] + pos
-        temp = float(rows.temperature[n]) or 1.0
-        x = (proc.scores[n] / temp)[None]
-        top_k = int(rows.top_k[n])
-        alive = top_k_mask(x, rows.top_k[n:n + 1], top_k) if top_k > 0 else x > float("-inf")
+        rows, _, n, x, alive = _row(draw_case(seed, dev, vocabs, max_rows, ulp_groups), row, pos)
+        top_p = float(rows.top_p[n])
         w = kept_weights(torch.where(alive, x, float("-inf")))
         s = w.sum(1, keepdim=True)
         p = w / s
@@ -329,12 +326,9 @@ def compare_stages(seed: int, device: str, vocabs, max_rows: int, ulp_groups: bo
         got[dev] = {k: v.detach().cpu() for k, v in dict(
             scores=x, top_k_kept=alive, exp_weights=w, weight_sum=s, probs=p, sorted_probs=sp,
             cumsum=cum, top_p_kept=keep_p, min_p_kept=keep_m, u=u, token=tok).items()}
-        got[dev]["top_p"] = float(rows.top_p[n])
     a, b = got["cpu"], got[device]
     print(f"case {seed} row {row} position {pos}: the torch backend on cpu vs {device}")
     for name in a:
-        if name == "top_p":
-            continue
         x, y = a[name], b[name]
         same = x == y
         line = f"  {name:13s} " + ("equal" if bool(same.all()) else
@@ -345,7 +339,6 @@ def compare_stages(seed: int, device: str, vocabs, max_rows: int, ulp_groups: bo
         if name == "token" or name == "weight_sum":
             line += f" ({x.flatten().tolist()} vs {y.flatten().tolist()})"
         print(line)
-    top_p = a["top_p"]
     for dev, g in got.items():
         cum = g["cumsum"][0]
         c = int((cum < top_p).sum())
@@ -474,13 +467,12 @@ def main() -> None:
     args = ap.parse_args()
     if args.cmax:
         tri.CMAX = args.cmax
+    vocabs = args.vocabs or (GPU_VOCABS if args.device != "cpu" else CPU_VOCABS)
     if args.case is not None and args.explain:
-        explain(args.case, args.vocabs or (GPU_VOCABS if args.device != "cpu" else CPU_VOCABS),
-                args.rows, args.ulp_groups, *args.explain)
+        explain(args.case, vocabs, args.rows, args.ulp_groups, *args.explain)
         return
     if args.case is not None and args.stages:
-        compare_stages(args.case, args.device, args.vocabs or GPU_VOCABS, args.rows,
-                       args.ulp_groups, *args.stages)
+        compare_stages(args.case, args.device, vocabs, args.rows, args.ulp_groups, *args.stages)
         return
     if args.case is not None:
         desc, out = run_case(args.case, args.device, args.vocabs, args.rows, args.ulp_groups)
