@@ -244,6 +244,7 @@ def explain(seed: int, vocabs, max_rows: int, ulp_groups: bool, row: int, pos: i
     case = draw_case(seed, "cpu", vocabs, max_rows, ulp_groups)
     vocab = case.logits.shape[-1]
     rows, proc, n, x, alive = _row(case, row, pos)
+    x, alive = x[n:n + 1], alive[n:n + 1]
     top_k, top_p = int(rows.top_k[n]), float(rows.top_p[n])
     print(f"row {row} position {pos}: temperature {float(rows.temperature[n]):.4g}, top_k "
           f"{top_k}, top_p {top_p:.9g}, min_p {float(rows.min_p[n]):.4g}; "
@@ -293,13 +294,16 @@ def explain(seed: int, vocabs, max_rows: int, ulp_groups: bool, row: int, pos: i
 
 def _row(case: Case, row: int, pos: int) -> tuple:
     """The torch backend's view of one row and position of a case: (expanded rows, processed
-    scores, the expanded index n, its temperature-scaled scores [1, V], its top-k survivors)."""
+    scores, the expanded index n, the temperature-scaled scores of every row [N, V], their
+    top-k survivors), batch-wide as `filter_scaled` computes them (on CUDA a reduction's
+    split, hence its float32 rounding, depends on the tensor's shape: a row alone can round
+    otherwise than in its batch)."""
     drafts, _, num_draft = case.verify or (None, None, None)
     rows, proc = process_rows(case.logits, case.batch, drafts, num_draft)
     n = row if case.verify is None else row * case.logits.shape[1] + pos
-    x = (proc.scores[n] / (float(rows.temperature[n]) or 1.0))[None]
-    top_k = int(rows.top_k[n])
-    alive = top_k_mask(x, rows.top_k[n:n + 1], top_k) if top_k > 0 else x > float("-inf")
+    x = proc.scores / torch.where(rows.temperature == 0, 1.0, rows.temperature)[:, None]
+    alive = (top_k_mask(x, rows.top_k, rows.max_top_k) if rows.max_top_k > 0
+             else x > float("-inf"))
     return rows, proc, n, x, alive
 
 
@@ -308,24 +312,31 @@ def compare_stages(seed: int, device: str, vocabs, max_rows: int, ulp_groups: bo
     """Print, stage by stage, where the torch backend on `device` and on the CPU part for one
     row and position of case `seed` (sampling rows: a draw, not a rejection): processed
     scores, top-k's kept set, the kept softmax (its exp weights and their sum), top-p's sorted
-    cumulative sum at its crossing, the kept sets after top-p and min-p, and the drawn token.
-    Pins which float32 operation a CUDA-vs-CPU difference of the reference comes from."""
+    cumulative sum at its crossing, the kept sets after top-p and min-p, the drawn token, and
+    (a `sample` case) the backend's own token. Every stage runs on the whole batch, as the
+    backend does, and is then cut to the row. Pins which float32 operation a CUDA-vs-CPU
+    difference of the reference comes from."""
     got = {}
     for dev in ("cpu", device):
-        rows, _, n, x, alive = _row(draw_case(seed, dev, vocabs, max_rows, ulp_groups), row, pos)
+        case = draw_case(seed, dev, vocabs, max_rows, ulp_groups)
+        rows, _, n, x, alive = _row(case, row, pos)
         top_p = float(rows.top_p[n])
         w = kept_weights(torch.where(alive, x, float("-inf")))
         s = w.sum(1, keepdim=True)
-        p = w / s
+        p = w / s.clamp(min=torch.finfo(torch.float32).tiny)  # (softmax_kept)
         sp = p.sort(dim=1, descending=True).values
         cum = sp.cumsum(1)
-        keep_p = top_p_mask(p, alive, rows.top_p[n:n + 1])
-        keep_m = (min_p_mask(x, keep_p, rows.min_p[n:n + 1]) if rows.min_p[n] > 0 else keep_p)
-        u = uniform(rows.seed[n:n + 1], rows.position[n:n + 1], Stream.SAMPLE)
+        keep_p = top_p_mask(p, alive, rows.top_p) if rows.any_top_p else alive
+        keep_m = min_p_mask(x, keep_p, rows.min_p) if rows.any_min_p else keep_p
+        u = uniform(rows.seed, rows.position, Stream.SAMPLE)
         tok = inverse_cdf(kept_weights(torch.where(keep_m, x, float("-inf"))), u)
-        got[dev] = {k: v.detach().cpu() for k, v in dict(
-            scores=x, top_k_kept=alive, exp_weights=w, weight_sum=s, probs=p, sorted_probs=sp,
-            cumsum=cum, top_p_kept=keep_p, min_p_kept=keep_m, u=u, token=tok).items()}
+        stages = dict(scores=x, top_k_kept=alive, exp_weights=w, weight_sum=s, probs=p,
+                      sorted_probs=sp, cumsum=cum, top_p_kept=keep_p, min_p_kept=keep_m, u=u,
+                      token=tok)
+        got[dev] = {k: v[n:n + 1].detach().cpu() for k, v in stages.items()}
+        if case.verify is None:
+            tokens = ref.sample(case.logits, case.batch).tokens
+            got[dev]["backend_token"] = tokens[row:row + 1].cpu()
     a, b = got["cpu"], got[device]
     print(f"case {seed} row {row} position {pos}: the torch backend on cpu vs {device}")
     for name in a:
@@ -336,7 +347,7 @@ def compare_stages(seed: int, device: str, vocabs, max_rows: int, ulp_groups: bo
         if x.is_floating_point() and not bool(same.all()):
             bits = (x.view(torch.int32).long() - y.view(torch.int32).long()).abs()
             line += f", up to {int(bits.max())} ulps"
-        if name == "token" or name == "weight_sum":
+        if name in ("token", "backend_token", "weight_sum"):
             line += f" ({x.flatten().tolist()} vs {y.flatten().tolist()})"
         print(line)
     for dev, g in got.items():

@@ -104,13 +104,16 @@ def test_stages_follow_one_row_through_the_reference() -> None:
     """`--stages` on GPU fuzz run 241's case 271000 row 1 (V = 128256, fp32, top_p 0.999),
     here the CPU against itself: the row's top-p crossing (sorted index 128107, 128108 kept,
     as `--explain` finds) and its draw (96337, the kernels' token on CUDA; torch on CUDA drew
-    96336). On the GPU machine `--device cuda` says which stage parts."""
+    96336), which is the backend's own token (the stages run batch-wide, as the backend does:
+    a row's float32 sums round otherwise alone). On the GPU machine `--device cuda` says
+    which stage parts."""
     args = ["--case", "271000", "--vocabs", "111", "1000", "32000", "50257", "128256",
             "--ulp-groups", "--stages", "1", "0"]
     out = _fuzz(*args, timeout=300)
     assert out.returncode == 0, out.stderr[-3000:]
     assert "top-p 0.999000013 crosses at sorted index 128107" in out.stdout, out.stdout
     assert "kept 128108" in out.stdout and "token         equal ([96337] vs [96337])" in out.stdout
+    assert "backend_token equal ([96337] vs [96337])" in out.stdout, out.stdout
 
 
 def test_explain_finds_how_far_the_kept_set_is_from_moving() -> None:
