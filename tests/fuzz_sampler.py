@@ -313,13 +313,13 @@ def compare_stages(seed: int, device: str, vocabs, max_rows: int, ulp_groups: bo
     row and position of case `seed` (sampling rows: a draw, not a rejection): processed
     scores, top-k's kept set, the kept softmax (its exp weights and their sum), top-p's sorted
     cumulative sum at its crossing, the kept sets after top-p and min-p, the drawn token, and
-    (a `sample` case) the backend's own token. Every stage runs on the whole batch, as the
-    backend does, and is then cut to the row. Pins which float32 operation a CUDA-vs-CPU
+    the backend's own draw from its filtered scores. Every stage runs on the whole batch, as
+    the backend does, and is then cut to the row. Pins which float32 operation a CUDA-vs-CPU
     difference of the reference comes from."""
     got = {}
     for dev in ("cpu", device):
         case = draw_case(seed, dev, vocabs, max_rows, ulp_groups)
-        rows, _, n, x, alive = _row(case, row, pos)
+        rows, proc, n, x, alive = _row(case, row, pos)
         top_p = float(rows.top_p[n])
         w = kept_weights(torch.where(alive, x, float("-inf")))
         s = w.sum(1, keepdim=True)
@@ -330,13 +330,12 @@ def compare_stages(seed: int, device: str, vocabs, max_rows: int, ulp_groups: bo
         keep_m = min_p_mask(x, keep_p, rows.min_p) if rows.any_min_p else keep_p
         u = uniform(rows.seed, rows.position, Stream.SAMPLE)
         tok = inverse_cdf(kept_weights(torch.where(keep_m, x, float("-inf"))), u)
+        # the backend's own draw: `sample`'s, from the filtered scores `_row` already made
+        backend = inverse_cdf(kept_weights(proc.filtered), u)
         stages = dict(scores=x, top_k_kept=alive, exp_weights=w, weight_sum=s, probs=p,
                       sorted_probs=sp, cumsum=cum, top_p_kept=keep_p, min_p_kept=keep_m, u=u,
-                      token=tok)
+                      token=tok, backend_token=backend)
         got[dev] = {k: v[n:n + 1].detach().cpu() for k, v in stages.items()}
-        if case.verify is None:
-            tokens = ref.sample(case.logits, case.batch).tokens
-            got[dev]["backend_token"] = tokens[row:row + 1].cpu()
     a, b = got["cpu"], got[device]
     print(f"case {seed} row {row} position {pos}: the torch backend on cpu vs {device}")
     for name in a:
