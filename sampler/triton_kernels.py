@@ -29,7 +29,8 @@ KEY_MIN = -(1 << 63)
 # Bit-exact float32 arithmetic of the processing, as torch does it: libdevice expf (torch.exp's
 # CUDA implementation; tl.exp is ex2.approx(x * log2 e), off by several ulp for large |x|)
 # and IEEE division (Triton's `/` on float32 is div.full, 2 ulp). The interpreter has no
-# libdevice and numpy is IEEE already: plain exp and `/`. SONICSPEC_FAST_MATH=1 restores
+# libdevice: plain `/` (numpy's is IEEE) and tl.exp, which `_triton_interpret` routes through
+# torch.exp (numpy's float32 exp is not torch's CPU exp). SONICSPEC_FAST_MATH=1 restores
 # the approximate versions (measurement only).
 _FAST = os.environ.get("SONICSPEC_FAST_MATH") == "1"
 INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"

@@ -57,6 +57,16 @@ def test_fuzz_ulp_groups_option() -> None:
     assert "2 cases, 0 differ" in proc.stdout, proc.stdout
 
 
+def test_interpreter_weights_tie_like_torch() -> None:
+    """CPU fuzz case 30877 (`--ulp-groups`, row 3: top-p 0.5 crosses among 388 tokens of one
+    weight, 64 more one ulp below it): the interpreter's NumPy exp put the 64 on the
+    threshold's weight, kept 987 tokens instead of 923 and drew 67 for torch's 70; with
+    `_triton_interpret`'s torch exp the weights, and the tokens, are torch's."""
+    proc = _fuzz("--case", "30877", "--ulp-groups", timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "sample V=1500 B=7 torch.float32 ulp-group equal" in proc.stdout, proc.stdout
+
+
 def test_explain_tells_a_rounding_tie_from_a_mismatch() -> None:
     """`--explain` on the GPU fuzz's case 43016 (run 217: two rows differed): row 17's kept
     set moves when the normaliser moves by an ulp (a tie of the torch backend itself, which
