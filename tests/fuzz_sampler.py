@@ -244,7 +244,11 @@ def explain(seed: int, vocabs, max_rows: int, ulp_groups: bool, row: int, pos: i
     case = draw_case(seed, "cpu", vocabs, max_rows, ulp_groups)
     vocab = case.logits.shape[-1]
     rows, proc, n, x, alive = _row(case, row, pos)
-    x, alive = x[n:n + 1], alive[n:n + 1]
+    # the weights and their sum batch-wide, as `softmax_kept` (a row's sum alone can round
+    # otherwise, on the CPU too), then the row
+    w_all = kept_weights(torch.where(alive, x, float("-inf")))
+    s_all = w_all.sum(1).clamp(min=torch.finfo(torch.float32).tiny)
+    x, alive, w, s0 = x[n:n + 1], alive[n:n + 1], w_all[n:n + 1], s_all[n]
     top_k, top_p = int(rows.top_k[n]), float(rows.top_p[n])
     print(f"row {row} position {pos}: temperature {float(rows.temperature[n]):.4g}, top_k "
           f"{top_k}, top_p {top_p:.9g}, min_p {float(rows.min_p[n]):.4g}; "
@@ -253,8 +257,7 @@ def explain(seed: int, vocabs, max_rows: int, ulp_groups: bool, row: int, pos: i
     if top_p >= 1:
         print("no top-p")
         return
-    w = kept_weights(torch.where(alive, x, float("-inf")))
-    s0, top_ps = w.sum(), rows.top_p[n:n + 1]
+    top_ps = rows.top_p[n:n + 1]
     u = uniform(rows.seed[n:n + 1], rows.position[n:n + 1], Stream.SAMPLE)
 
     @functools.cache

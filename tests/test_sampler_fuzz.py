@@ -81,6 +81,21 @@ def test_explain_tells_a_rounding_tie_from_a_mismatch() -> None:
     assert "kept 221900:" in real.stdout and "rounding tie" not in real.stdout, real.stdout
 
 
+def test_explain_takes_the_backends_normaliser() -> None:
+    """GPU fuzz case 300002 (run 243, V = 262144, B = 15) row 5: top-p's kept set is 122899
+    at the torch backend's normaliser, its sum over the batch, and 122900 one ulp above it
+    (triton's token, 211700). `--explain` sums the weights batch-wide as `softmax_kept`: the
+    row's sum alone is another float32 number, at which it had printed 122900 kept beside
+    the backend's draw 211699."""
+    big = ["--rows", "64", "--vocabs", "131073", "151936", "200003", "262144"]
+    proc = _fuzz("--case", "300002", *big, "--explain", "5", "0", timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "the draw: token 211699," in proc.stdout, proc.stdout
+    assert "kept 122899:" in proc.stdout and "(a float32 rounding tie)" in proc.stdout
+    assert "the kept set first moves with s moved by 1 ulps: 122900 kept, the draw 211700" \
+        in proc.stdout, proc.stdout
+
+
 def test_explain_takes_top_p_over_the_top_k_survivors() -> None:
     """Row 0 of CPU case 9 (V = 111, top_k 60, top_p 0.9, no min-p): the torch backend keeps
     54 tokens; top-p over the whole row, ignoring top-k (explain before 2026-12-06), keeps 97."""
