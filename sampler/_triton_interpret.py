@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 
 import numpy as np
+import torch
 
 
 def torch_exp(a: np.ndarray) -> np.ndarray:
@@ -26,8 +27,6 @@ def torch_exp(a: np.ndarray) -> np.ndarray:
     a = np.asarray(a)
     if a.dtype != np.float32:
         return np.exp(a)
-    import torch
-
     return torch.from_numpy(np.ascontiguousarray(a)).exp().numpy()
 
 

@@ -243,12 +243,8 @@ def explain(seed: int, vocabs, max_rows: int, ulp_groups: bool, row: int, pos: i
     Top-p is taken over the row's top-k survivors, as in the spec."""
     case = draw_case(seed, "cpu", vocabs, max_rows, ulp_groups)
     vocab = case.logits.shape[-1]
-    rows, proc, n, x, alive = _row(case, row, pos)
-    # the weights and their sum batch-wide, as `softmax_kept` (a row's sum alone can round
-    # otherwise, on the CPU too), then the row
-    w_all = kept_weights(torch.where(alive, x, float("-inf")))
-    s_all = w_all.sum(1).clamp(min=torch.finfo(torch.float32).tiny)
-    x, alive, w, s0 = x[n:n + 1], alive[n:n + 1], w_all[n:n + 1], s_all[n]
+    rows, proc, n, x_all, alive_all = _row(case, row, pos)
+    x, alive = x_all[n:n + 1], alive_all[n:n + 1]
     top_k, top_p = int(rows.top_k[n]), float(rows.top_p[n])
     print(f"row {row} position {pos}: temperature {float(rows.temperature[n]):.4g}, top_k "
           f"{top_k}, top_p {top_p:.9g}, min_p {float(rows.min_p[n]):.4g}; "
@@ -257,7 +253,8 @@ def explain(seed: int, vocabs, max_rows: int, ulp_groups: bool, row: int, pos: i
     if top_p >= 1:
         print("no top-p")
         return
-    top_ps = rows.top_p[n:n + 1]
+    w, s = _weights(x_all, alive_all)  # (batch-wide, then the row)
+    w, s0, top_ps = w[n:n + 1], s[n, 0], rows.top_p[n:n + 1]
     u = uniform(rows.seed[n:n + 1], rows.position[n:n + 1], Stream.SAMPLE)
 
     @functools.cache
@@ -295,6 +292,13 @@ def explain(seed: int, vocabs, max_rows: int, ulp_groups: bool, row: int, pos: i
         print("the kept set stays within 64 ulps of s either way")
 
 
+def _weights(x: torch.Tensor, alive: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The kept weights exp(x - max) [N, V] and their sums [N, 1], over the whole batch as
+    `softmax_kept` sums them (a row's sum alone can round otherwise, on the CPU too)."""
+    w = kept_weights(torch.where(alive, x, float("-inf")))
+    return w, w.sum(1, keepdim=True)
+
+
 def _row(case: Case, row: int, pos: int) -> tuple:
     """The torch backend's view of one row and position of a case: (expanded rows, processed
     scores, the expanded index n, the temperature-scaled scores of every row [N, V], their
@@ -324,8 +328,7 @@ def compare_stages(seed: int, device: str, vocabs, max_rows: int, ulp_groups: bo
         case = draw_case(seed, dev, vocabs, max_rows, ulp_groups)
         rows, proc, n, x, alive = _row(case, row, pos)
         top_p = float(rows.top_p[n])
-        w = kept_weights(torch.where(alive, x, float("-inf")))
-        s = w.sum(1, keepdim=True)
+        w, s = _weights(x, alive)
         p = w / s.clamp(min=torch.finfo(torch.float32).tiny)  # (softmax_kept)
         sp = p.sort(dim=1, descending=True).values
         cum = sp.cumsum(1)
