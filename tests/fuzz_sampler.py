@@ -173,13 +173,26 @@ def run_case(seed: int, device: str, vocabs: list[int] | None = None,
     vocabs = vocabs or (CPU_VOCABS if device == "cpu" else GPU_VOCABS)
     desc, out, tokens = _case(seed, device, vocabs, max_rows, ulp_groups)
     if out and device != "cpu":
-        ref_gpu, triton = tokens
         ref_cpu = _case(seed, "cpu", vocabs, max_rows, ulp_groups, reference_only=True)[2][0]
-        as_gpu, as_triton = bool((ref_cpu == ref_gpu).all()), bool((ref_cpu == triton).all())
-        out.append("torch on the CPU: " + (
-            "triton's tokens (a float32 rounding tie in torch itself)" if as_triton
-            else "torch's tokens on the GPU" if as_gpu else "neither's tokens"))
+        out.append(cpu_verdict(*tokens, ref_cpu))
     return desc, out
+
+
+def cpu_verdict(ref_gpu: torch.Tensor, triton: torch.Tensor, ref_cpu: torch.Tensor) -> str:
+    """Whose tokens the torch backend on the CPU gives where torch on the GPU and triton
+    differ, and where else (if anywhere) it departs from both (there the two agree: another
+    row whose reference hinges on its float32 summation order)."""
+    differ = ref_gpu != triton
+    cpu, gpu, tri = ref_cpu[differ], ref_gpu[differ], triton[differ]
+    line = "torch on the CPU: " + (
+        "triton's tokens (a float32 rounding tie in torch itself)" if bool((cpu == tri).all())
+        else "torch's tokens on the GPU" if bool((cpu == gpu).all()) else "neither's tokens")
+    elsewhere = ((ref_cpu != ref_gpu) & ~differ).nonzero()
+    if len(elsewhere):
+        line += (f"; elsewhere it departs from both at {elsewhere[:4].tolist()}: "
+                 f"{ref_cpu[tuple(elsewhere[:4].T)].tolist()} against "
+                 f"{ref_gpu[tuple(elsewhere[:4].T)].tolist()}")
+    return line
 
 
 @dataclass

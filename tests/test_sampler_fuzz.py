@@ -154,3 +154,29 @@ def test_explain_finds_how_far_the_kept_set_is_from_moving() -> None:
     assert "kept with s moved by -4..4 ulps: [128108, 128108," in out.stdout, out.stdout
     assert ("the kept set first moves with s moved by -9 ulps: 128107 kept, the draw 96336"
             in out.stdout), out.stdout
+
+
+def test_cpu_verdict_looks_at_the_differing_entries() -> None:
+    """The GPU fuzz's note on a differing case (run 247's case 349039: torch on the CPU drew
+    triton's token in the differing row but departed from both in another, and the old
+    whole-case comparison said "neither's"): the verdict is taken where torch on the GPU and
+    triton differ, and other departures of the CPU are listed apart."""
+    code = """if True:
+        import torch
+        from fuzz_sampler import cpu_verdict
+        gpu = torch.tensor([[5, 7], [9, -1], [3, 4]])
+        tri = torch.tensor([[5, 8], [9, -1], [3, 4]])
+        print(cpu_verdict(gpu, tri, torch.tensor([[5, 8], [2, -1], [3, 4]])))
+        print(cpu_verdict(gpu, tri, torch.tensor([[5, 7], [9, -1], [3, 4]])))
+        print(cpu_verdict(gpu, tri, torch.tensor([[5, 6], [9, -1], [3, 4]])))
+    """
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "PYTHONPATH": f"{ROOT}:{ROOT / 'tests'}"}
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True,
+                         text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.splitlines() == [
+        "torch on the CPU: triton's tokens (a float32 rounding tie in torch itself); "
+        "elsewhere it departs from both at [[1, 0]]: [2] against [9]",
+        "torch on the CPU: torch's tokens on the GPU",
+        "torch on the CPU: neither's tokens",
+    ], out.stdout
