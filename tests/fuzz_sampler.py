@@ -187,11 +187,11 @@ def cpu_verdict(ref_gpu: torch.Tensor, triton: torch.Tensor, ref_cpu: torch.Tens
     line = "torch on the CPU: " + (
         "triton's tokens (a float32 rounding tie in torch itself)" if bool((cpu == tri).all())
         else "torch's tokens on the GPU" if bool((cpu == gpu).all()) else "neither's tokens")
-    elsewhere = ((ref_cpu != ref_gpu) & ~differ).nonzero()
+    elsewhere = ((ref_cpu != ref_gpu) & ~differ).nonzero()[:4]
     if len(elsewhere):
-        line += (f"; elsewhere it departs from both at {elsewhere[:4].tolist()}: "
-                 f"{ref_cpu[tuple(elsewhere[:4].T)].tolist()} against "
-                 f"{ref_gpu[tuple(elsewhere[:4].T)].tolist()}")
+        at = tuple(elsewhere.T)
+        line += (f"; elsewhere it departs from both at {elsewhere.tolist()}: "
+                 f"{ref_cpu[at].tolist()} against {ref_gpu[at].tolist()}")
     return line
 
 
