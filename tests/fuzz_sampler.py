@@ -46,7 +46,7 @@ from test_sampler_distribution import pack_bitmask  # noqa: E402
 from sampler import SamplingBatch, SamplingParams  # noqa: E402
 from sampler import torch_backend as ref  # noqa: E402
 from sampler import triton_backend as tri  # noqa: E402
-from sampler.processing import kept_weights, min_p_mask, top_k_mask, top_p_mask  # noqa: E402
+from sampler.processing import kept_weights, min_p_mask, row_max, top_k_mask, top_p_mask  # noqa: E402
 from sampler.rng import Stream, uniform  # noqa: E402
 from sampler.sampling import inverse_cdf  # noqa: E402
 from sampler.torch_backend import process_rows  # noqa: E402
@@ -248,42 +248,50 @@ def draw_case(seed: int, device: str, vocabs, max_rows: int, ulp_groups: bool) -
     return case
 
 
-def explain(seed: int, vocabs, max_rows: int, ulp_groups: bool, row: int, pos: int) -> None:
-    """Print why a row's top-p may be a float32 rounding tie (the torch backend, CPU): its
-    settings, the crossing, how many tokens share the threshold's probability, and the kept
-    count when the normaliser s of p = w / s moves by a few ulps (a summation order moves
-    it: torch on the CPU, torch on CUDA and the kernels' tile sums each sum in their own).
+def explain(seed: int, device: str, vocabs, max_rows: int, ulp_groups: bool, row: int,
+            pos: int) -> None:
+    """Print why a row's top-p may be a float32 rounding tie (the torch backend on `device`):
+    its settings, the crossing, how many tokens share the threshold's probability, the kept
+    count (and the emitted draw) when the normaliser s of p = w / s moves by a few ulps (a
+    summation order moves it: torch on the CPU, torch on CUDA and the kernels' tile sums each
+    sum in their own), and the draw of every kept set a rounding can give near the crossing.
     Top-p is taken over the row's top-k survivors, as in the spec."""
-    case = draw_case(seed, "cpu", vocabs, max_rows, ulp_groups)
+    case = draw_case(seed, device, vocabs, max_rows, ulp_groups)
     vocab = case.logits.shape[-1]
     rows, proc, n, x_all, alive_all = _row(case, row, pos)
     x, alive = x_all[n:n + 1], alive_all[n:n + 1]
     top_k, top_p = int(rows.top_k[n]), float(rows.top_p[n])
-    print(f"row {row} position {pos}: temperature {float(rows.temperature[n]):.4g}, top_k "
-          f"{top_k}, top_p {top_p:.9g}, min_p {float(rows.min_p[n]):.4g}; "
-          f"{int(alive.sum())} tokens alive of {vocab} (after top-k)")
-    from_p = _explain_draw(case, rows, proc, row, pos)
+    print(f"row {row} position {pos} on {device}: temperature "
+          f"{float(rows.temperature[n]):.4g}, top_k {top_k}, top_p {top_p:.9g}, min_p "
+          f"{float(rows.min_p[n]):.4g}; {int(alive.sum())} tokens alive of {vocab} (after top-k)")
+    draw_with = _explain_draw(case, rows, proc, row, pos)
     if top_p >= 1:
         print("no top-p")
         return
     w, s = _weights(x_all, alive_all)  # (batch-wide, then the row)
     w, s0, top_ps = w[n:n + 1], s[n, 0], rows.top_p[n:n + 1]
-    u = uniform(rows.seed[n:n + 1], rows.position[n:n + 1], Stream.SAMPLE)
+
+    def filtered(keep: torch.Tensor) -> torch.Tensor:
+        """The row's kept weights [V] after min-p (a ratio to the max: s leaves it)."""
+        if rows.min_p[n] > 0:
+            keep = min_p_mask(x, keep, rows.min_p[n:n + 1])
+        return torch.where(keep, w, 0.0)[0]
 
     @functools.cache
-    def moved(k: int) -> tuple[int, int]:
-        """(kept count, draw) with the normaliser s moved by k float32 ulps (s > 0: its bits
-        + k are the value k ulps further from zero)."""
+    def moved(k: int) -> tuple[int, torch.Tensor]:
+        """(kept count, kept weights) with the normaliser s moved by k float32 ulps (s > 0:
+        its bits + k are the value k ulps further from zero)."""
         s = (s0.view(torch.int32) + k).view(torch.float32)
         keep = top_p_mask(w / s, alive, top_ps)
-        count = int(keep.sum())
-        if rows.min_p[n] > 0:  # (min-p is a ratio to the max: the normaliser leaves it)
-            keep = min_p_mask(x, keep, rows.min_p[n:n + 1])
-        return count, int(inverse_cdf(torch.where(keep, w, 0.0), u))
+        return int(keep.sum()), filtered(keep)
 
-    counts, draws = map(list, zip(*(moved(k) for k in range(-4, 5))))
+    def draw(k: int) -> str:
+        return "" if draw_with is None else f", the draw {draw_with(moved(k)[1])}"
+
+    counts = [moved(k)[0] for k in range(-4, 5)]
     p = (w / s0)[0]
-    sp = p.sort(descending=True).values
+    order = p.sort(descending=True)
+    sp = order.values
     c = int((sp.cumsum(0) < top_p).sum().clamp(max=int(alive.sum()) - 1))  # (the crossing)
     thr, tied = float(sp[c]), int((p == sp[c]).sum())
     margin = float(sp[: c + 1].double().sum()) - top_p
@@ -291,18 +299,44 @@ def explain(seed: int, vocabs, max_rows: int, ulp_groups: bool, row: int, pos: i
           f"the crossing - top_p = {margin:.3g}")
     print(f"kept with s moved by -4..4 ulps: {counts}"
           + ("  (a float32 rounding tie)" if len(set(counts)) > 1 else ""))
-    if from_p:
+    if draw_with is not None:
+        draws = [draw_with(moved(k)[1]) for k in range(-4, 5)]
         print(f"the draw with s moved by -4..4 ulps: {draws}")
     # how far the kept set is from moving: the smallest shift within 64 ulps either way (the
     # cumulative sum's own float32 rounding over many tokens can move the crossing as far)
     for k in sorted(range(-64, 65), key=lambda k: (abs(k), k)):
-        count, draw = moved(k)
-        if count != counts[4]:
-            print(f"the kept set first moves with s moved by {k} ulps: {count} kept, "
-                  f"the draw {draw}")
+        if moved(k)[0] != counts[4]:
+            print(f"the kept set first moves with s moved by {k} ulps: {moved(k)[0]} kept"
+                  + draw(k))
             break
     else:
         print("the kept set stays within 64 ulps of s either way")
+    if draw_with is not None:
+        # (p is a function of d = x - M rounded to float32: the cuts are by d)
+        d = (x - row_max(torch.where(alive, x, float("-inf"))))[0]
+        kept = top_p_mask(w / s0, alive, top_ps)[0]
+        _explain_cuts(d, alive[0], float(d[kept].min()), filtered, draw_with)
+
+
+def _explain_cuts(d: torch.Tensor, alive: torch.Tensor, d_c: float, filtered,
+                  draw_with) -> None:
+    """Print the draw of each kept set {d >= v} for the distinct d = x - M (float32) nearest
+    d_c, the least d the torch backend keeps, three above to three below. p = exp(d) / s is
+    monotone in d under any rounding of exp, the normaliser s or the cumulative sum, so
+    whatever float32 arithmetic a backend has, its top-p keeps one of these sets near the
+    crossing (whole groups of equal d: a rounding can merge them, never split them): a token
+    from the list is a rounding tie of the cut, one outside it is not."""
+    vals = torch.unique(d[alive]).flip(0)  # (descending)
+    i = int((vals > d_c).sum())
+    cuts = []
+    for v in vals[max(i - 3, 0): i + 4].tolist():
+        keep = (alive & (d >= v))[None]
+        mark = " (the torch backend's here)" if v == d_c else ""
+        cuts.append(f"x - M >= {v:.9g}{mark}: {int(keep.sum())} kept, the draw "
+                    f"{draw_with(filtered(keep))}")
+    print("the draw of the kept sets cut at the distinct x - M about the crossing:")
+    for line in cuts:
+        print(f"  {line}")
 
 
 def _weights(x: torch.Tensor, alive: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -383,41 +417,62 @@ def compare_stages(seed: int, device: str, vocabs, max_rows: int, ulp_groups: bo
               f"there equal: {bool(a['sorted_probs'][0, i] == b['sorted_probs'][0, i])})")
 
 
-def _explain_draw(case: Case, rows: SamplingBatch, proc, row: int, pos: int) -> bool:
-    """Print where the torch backend's inverse-CDF draw of that row and position falls (CPU;
-    rows and proc: `process_rows` of the case): the drawn token and how far the target u * S
-    lies from the nearest token boundary, as a fraction of the drawn token's weight and of S.
-    The kernels take the prefix of a target's tile from float32 tile masses (sums of the
-    SFU's exp, `triton_backend`), which can move the target by about a float32 ulp of S: a
-    draw within two ulps of S of a boundary is a rounding tie of the tile masses, not a
-    disagreement about the law. True when the emitted token there is a draw from p (SAMPLE
-    stream: `sample`, or verify's bonus token)."""
+def _explain_draw(case: Case, rows: SamplingBatch, proc, row: int, pos: int):
+    """Print where the torch backend's inverse-CDF draw of that row and position falls
+    (rows and proc: `process_rows` of the case): the drawn token and how far the target
+    u * S lies from the nearest token boundary, as a fraction of the drawn token's weight
+    and of S. The kernels take the prefix of a target's tile from float32 tile masses (sums
+    of the SFU's exp, `triton_backend`), which can move the target by about a float32 ulp of
+    S: a draw within two ulps of S of a boundary is a rounding tie of the tile masses, not a
+    disagreement about the law. Returns, when a token is drawn there (`sample`, or verify's
+    emitted position: the residual after a rejection, the bonus token after all drafts),
+    `draw_with(w)`: the token drawn with that row and position's kept weights [V] replaced
+    by w (the residual recomputed from them), else None."""
     weights = kept_weights(proc.filtered)
     if case.verify is None:
         n, w, stream, what = row, weights[row], Stream.SAMPLE, "the draw"
+        u = uniform(rows.seed[n:n + 1], rows.position[n:n + 1], stream)
+
+        def draw_with(w_new: torch.Tensor) -> int:
+            return int(inverse_cdf(w_new[None], u))
     else:
         drafts, probs, num_draft = case.verify
         out = ref.verify(case.logits, drafts, case.batch, probs, num_draft)
         n_acc = out.num_accepted.long()
         if pos != int(n_acc[row]):
             print(f"position {pos} is not the emitted draw ({int(n_acc[row])} drafts accepted)")
-            return False
+            return None
         bsz, k1, vocab = case.logits.shape
-        n_draft = torch.full((bsz,), k1 - 1) if num_draft is None else num_draft.long()
+        n_draft = (torch.full((bsz,), k1 - 1, device=n_acc.device) if num_draft is None
+                   else num_draft.long())
         weights = weights.view(bsz, k1, vocab)
-        total = weights.sum(-1).clamp(min=torch.finfo(torch.float32).tiny)
-        law, streams = ref.emitted_law(weights, total, drafts, probs, n_acc, n_draft)
+
+        def law_of(wv: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+            # (the sums over the whole batch, as `verify` takes them: on CUDA a reduction's
+            # rounding depends on the tensor's shape)
+            total = wv.sum(-1).clamp(min=torch.finfo(torch.float32).tiny)
+            return ref.emitted_law(wv, total, drafts, probs, n_acc, n_draft)
+
+        law, streams = law_of(weights)
         n, w, stream = row * k1 + pos, law[row], Stream(int(streams[row]))
         what = "the residual draw" if stream == Stream.RESIDUAL else "the bonus draw"
+        u = uniform(rows.seed[n:n + 1], rows.position[n:n + 1], stream)
+
+        def draw_with(w_new: torch.Tensor) -> int:
+            old = weights[row, pos].clone()
+            weights[row, pos] = w_new
+            try:
+                return int(inverse_cdf(law_of(weights)[0][row][None], u))
+            finally:
+                weights[row, pos] = old
     if float(rows.temperature[n]) == 0:
         print("a greedy row: no draw")
-        return False
+        return None
     cdf = w.double().cumsum(0)
     total = float(cdf[-1])
     if total <= 0:
         print(f"{what}: no positive weight")
-        return False
-    u = uniform(rows.seed[n:n + 1], rows.position[n:n + 1], stream)
+        return None
     tok = int(inverse_cdf(w[None], u))
     target = float(u.double() * total)
     above = target - (float(cdf[tok - 1]) if tok > 0 else 0.0)  # (past the lower boundary)
@@ -432,7 +487,7 @@ def _explain_draw(case: Case, rows: SamplingBatch, proc, row: int, pos: int) -> 
           + (f" (token {across} across it)" if across is not None else "")
           + ("  (within two float32 ulps of S: a rounding tie of the tile masses)"
              if tie else ""))
-    return stream == Stream.SAMPLE
+    return draw_with
 
 
 def _counted(v) -> torch.Tensor:
@@ -486,7 +541,8 @@ def main() -> None:
                     "(on a GPU, 32 or more with V > 131072 runs the call in two halves)")
     ap.add_argument("--explain", type=int, nargs=2, metavar=("ROW", "POS"),
                     help="with --case: the torch backend's top-p crossing of that row and "
-                    "position on the CPU, and whether a few ulps of its normaliser move it")
+                    "position (on --device), whether a few ulps of its normaliser move it, "
+                    "and the draws of the kept sets a rounding can give")
     ap.add_argument("--stages", type=int, nargs=2, metavar=("ROW", "POS"),
                     help="with --case and --device cuda: where the torch backend on that "
                     "device and on the CPU part, stage by stage, for that row and position")
@@ -498,7 +554,7 @@ def main() -> None:
         tri.CMAX = args.cmax
     vocabs = args.vocabs or (GPU_VOCABS if args.device != "cpu" else CPU_VOCABS)
     if args.case is not None and args.explain:
-        explain(args.case, vocabs, args.rows, args.ulp_groups, *args.explain)
+        explain(args.case, args.device, vocabs, args.rows, args.ulp_groups, *args.explain)
         return
     if args.case is not None and args.stages:
         compare_stages(args.case, args.device, vocabs, args.rows, args.ulp_groups, *args.stages)

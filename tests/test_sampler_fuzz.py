@@ -156,6 +156,24 @@ def test_explain_finds_how_far_the_kept_set_is_from_moving() -> None:
             in out.stdout), out.stdout
 
 
+def test_explain_lists_the_draws_of_the_cuts_about_the_crossing() -> None:
+    """GPU fuzz run 251's case 398005 row 42 (verify V = 128256, fp32, ulp groups, top_p 0.9,
+    the draft rejected: a residual draw): torch on the CPU drew 86444, torch on CUDA 86510,
+    the kernels on CUDA 86337. The residual's draws with the normaliser moved give the first
+    two; the kept sets cut at the distinct x - M about the crossing (any rounding keeps one
+    of them) hold the third: 117677 kept, a cut inside the CPU's weight group that CUDA's exp
+    can part. The torch backend alone, on the CPU."""
+    args = ["--case", "398005", "--rows", "64", "--vocabs", "1000", "32000", "128256",
+            "--ulp-groups", "--explain", "42", "0"]
+    out = _fuzz(*args, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "the residual draw: token 86444," in out.stdout, out.stdout
+    assert "the draw with s moved by -4..4 ulps: [86444, 86510," in out.stdout, out.stdout
+    assert ("x - M >= -0.349554449: 117677 kept, the draw 86337\n"
+            "  x - M >= -0.349554479 (the torch backend's here): 123528 kept, the draw 86444\n"
+            "  x - M >= -0.349554509: 128255 kept, the draw 86510") in out.stdout, out.stdout
+
+
 def test_cpu_verdict_looks_at_the_differing_entries() -> None:
     """The GPU fuzz's note on a differing case (run 247's case 349039: torch on the CPU drew
     triton's token in the differing row but departed from both in another, and the old
