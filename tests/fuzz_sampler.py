@@ -314,29 +314,49 @@ def explain(seed: int, device: str, vocabs, max_rows: int, ulp_groups: bool, row
     if draw_with is not None:
         # (p is a function of d = x - M rounded to float32: the cuts are by d)
         d = (x - row_max(torch.where(alive, x, float("-inf"))))[0]
-        kept = top_p_mask(w / s0, alive, top_ps)[0]
-        _explain_cuts(d, alive[0], float(d[kept].min()), filtered, draw_with)
+        reach = [moved(k)[0] for k in range(-64, 65)]  # (the kept counts s's moves give)
+        _explain_cuts(d, alive[0], counts[4], reach, top_p, filtered, draw_with)
 
 
-def _explain_cuts(d: torch.Tensor, alive: torch.Tensor, d_c: float, filtered,
-                  draw_with) -> None:
-    """Print the draw of each kept set {d >= v} for the distinct d = x - M (float32) nearest
-    d_c, the least d the torch backend keeps, three above to three below. p = exp(d) / s is
-    monotone in d under any rounding of exp, the normaliser s or the cumulative sum, so
-    whatever float32 arithmetic a backend has, its top-p keeps one of these sets near the
-    crossing (whole groups of equal d: a rounding can merge them, never split them): a token
-    from the list is a rounding tie of the cut, one outside it is not."""
-    vals = torch.unique(d[alive]).flip(0)  # (descending)
-    i = int((vals > d_c).sum())
-    cuts = []
-    for v in vals[max(i - 3, 0): i + 4].tolist():
-        keep = (alive & (d >= v))[None]
-        mark = " (the torch backend's here)" if v == d_c else ""
-        cuts.append(f"x - M >= {v:.9g}{mark}: {int(keep.sum())} kept, the draw "
-                    f"{draw_with(filtered(keep))}")
-    print("the draw of the kept sets cut at the distinct x - M about the crossing:")
-    for line in cuts:
-        print(f"  {line}")
+def _explain_cuts(d: torch.Tensor, alive: torch.Tensor, kept: int, reach: list[int],
+                  top_p: float, filtered, draw_with, most: int = 48) -> None:
+    """Print the draws of the kept sets {d >= v} over the distinct d = x - M (float32) from
+    three above to three below those the torch backend keeps (`kept` tokens), the normaliser's
+    moves give (`reach`: kept counts) and exact arithmetic keeps (float64 exp of each d, the
+    least set whose mass reaches top_p); runs of cuts with one draw on one line, at most
+    `most` cuts (evenly spaced beyond that). p = exp(d) / s is monotone in d under any
+    rounding of exp, the normaliser s or the cumulative sum, so whatever float32 arithmetic a
+    backend has, its top-p keeps one of these sets (whole groups of equal d: a rounding can
+    merge them, never split them): a token found here is a rounding tie of the cut, one not
+    found is not (unless the cut lies farther off)."""
+    ds = d[alive].sort(descending=True).values
+    cum = torch.exp(ds.double()).cumsum(0)
+    at = int((cum < top_p * cum[-1]).sum().clamp(max=len(ds) - 1))
+    vals, sizes = torch.unique_consecutive(ds, return_counts=True)
+    counts = sizes.cumsum(0).tolist()  # (the kept count of the cut at each distinct d)
+    exact = counts[int((vals > ds[at]).sum())]  # (the cut takes its whole group of equal d)
+    ends = [counts.index(c) for c in {kept, exact, *reach} if c in counts]
+    lo, hi = max(min(ends) - 3, 0), min(max(ends) + 4, len(counts))
+    picks = list(range(lo, hi))
+    if len(picks) > most:
+        picks = sorted({*picks[:: -(-len(picks) // most)], *ends, hi - 1})
+    runs: list[list] = []  # [first count, last count, draw]
+    for i in picks:
+        keep = (alive & (d >= vals[i]))[None]
+        tok = draw_with(filtered(keep))
+        if runs and runs[-1][2] == tok:
+            runs[-1][1] = counts[i]
+        else:
+            runs.append([counts[i], counts[i], tok])
+    print(f"the draws of the kept sets cut at the distinct x - M about the crossing "
+          f"({len(picks)} of {hi - lo} cuts from {counts[lo]} to {counts[hi - 1]} kept):")
+    for a, b, tok in runs:
+        marks = [name for name, c in (("the torch backend's", kept), ("exact arithmetic's",
+                                                                      exact))
+                 if a <= c <= b]
+        print(f"  kept {a}" + (f"..{b}" if b > a else "") + f": the draw {tok}"
+              + (f"  ({', '.join(marks)} among them)" if marks else ""))
+    print(f"exact arithmetic keeps {exact}, the torch backend {kept}")
 
 
 def _weights(x: torch.Tensor, alive: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

@@ -161,17 +161,26 @@ def test_explain_lists_the_draws_of_the_cuts_about_the_crossing() -> None:
     the draft rejected: a residual draw): torch on the CPU drew 86444, torch on CUDA 86510,
     the kernels on CUDA 86337. The residual's draws with the normaliser moved give the first
     two; the kept sets cut at the distinct x - M about the crossing (any rounding keeps one
-    of them) hold the third: 117677 kept, a cut inside the CPU's weight group that CUDA's exp
-    can part. The torch backend alone, on the CPU."""
+    of them) hold the third, at the cut exact arithmetic makes (117677 kept, inside the
+    CPU's float32 weight group). CPU fuzz case 37574 row 0 (sample V = 2100): the kernels'
+    S kept 44 and drew 1010 (session 66, printed from the kernel), the torch backend keeps 58
+    (1211); exact arithmetic keeps 38, whose draw is 1010 too. The torch backend alone, on
+    the CPU."""
     args = ["--case", "398005", "--rows", "64", "--vocabs", "1000", "32000", "128256",
             "--ulp-groups", "--explain", "42", "0"]
     out = _fuzz(*args, timeout=300)
     assert out.returncode == 0, out.stderr[-3000:]
     assert "the residual draw: token 86444," in out.stdout, out.stdout
     assert "the draw with s moved by -4..4 ulps: [86444, 86510," in out.stdout, out.stdout
-    assert ("x - M >= -0.349554449: 117677 kept, the draw 86337\n"
-            "  x - M >= -0.349554479 (the torch backend's here): 123528 kept, the draw 86444\n"
-            "  x - M >= -0.349554509: 128255 kept, the draw 86510") in out.stdout, out.stdout
+    assert ("  kept 117677: the draw 86337  (exact arithmetic's among them)\n"
+            "  kept 123528: the draw 86444  (the torch backend's among them)\n"
+            "  kept 128255: the draw 86510\n") in out.stdout, out.stdout
+    small = _fuzz("--case", "37574", "--ulp-groups", "--explain", "0", "0", timeout=300)
+    assert small.returncode == 0, small.stderr[-3000:]
+    assert "  kept 38..39: the draw 1010  (exact arithmetic's among them)\n" in small.stdout
+    assert "  kept 43..44: the draw 1010\n" in small.stdout, small.stdout
+    assert "  kept 56..58: the draw 1211  (the torch backend's among them)\n" in small.stdout
+    assert "exact arithmetic keeps 38, the torch backend 58" in small.stdout, small.stdout
 
 
 def test_cpu_verdict_looks_at_the_differing_entries() -> None:
