@@ -290,8 +290,7 @@ def explain(seed: int, device: str, vocabs, max_rows: int, ulp_groups: bool, row
 
     counts = [moved(k)[0] for k in range(-4, 5)]
     p = (w / s0)[0]
-    order = p.sort(descending=True)
-    sp = order.values
+    sp = p.sort(descending=True).values
     c = int((sp.cumsum(0) < top_p).sum().clamp(max=int(alive.sum()) - 1))  # (the crossing)
     thr, tied = float(sp[c]), int((p == sp[c]).sum())
     margin = float(sp[: c + 1].double().sum()) - top_p
