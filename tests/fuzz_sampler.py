@@ -285,9 +285,6 @@ def explain(seed: int, device: str, vocabs, max_rows: int, ulp_groups: bool, row
         keep = top_p_mask(w / s, alive, top_ps)
         return int(keep.sum()), filtered(keep)
 
-    def draw(k: int) -> str:
-        return "" if draw_with is None else f", the draw {draw_with(moved(k)[1])}"
-
     counts = [moved(k)[0] for k in range(-4, 5)]
     p = (w / s0)[0]
     sp = p.sort(descending=True).values
@@ -306,7 +303,7 @@ def explain(seed: int, device: str, vocabs, max_rows: int, ulp_groups: bool, row
     for k in sorted(range(-64, 65), key=lambda k: (abs(k), k)):
         if moved(k)[0] != counts[4]:
             print(f"the kept set first moves with s moved by {k} ulps: {moved(k)[0]} kept"
-                  + draw(k))
+                  + ("" if draw_with is None else f", the draw {draw_with(moved(k)[1])}"))
             break
     else:
         print("the kept set stays within 64 ulps of s either way")
@@ -314,26 +311,25 @@ def explain(seed: int, device: str, vocabs, max_rows: int, ulp_groups: bool, row
         # (p is a function of d = x - M rounded to float32: the cuts are by d)
         d = (x - row_max(torch.where(alive, x, float("-inf"))))[0]
         reach = [moved(k)[0] for k in range(-64, 65)]  # (the kept counts s's moves give)
-        _explain_cuts(d, alive[0], counts[4], reach, top_p, filtered, draw_with)
+        _explain_cuts(d, alive[0], counts[4], reach, top_ps, filtered, draw_with)
 
 
 def _explain_cuts(d: torch.Tensor, alive: torch.Tensor, kept: int, reach: list[int],
-                  top_p: float, filtered, draw_with, most: int = 48) -> None:
+                  top_p: torch.Tensor, filtered, draw_with, most: int = 48) -> None:
     """Print the draws of the kept sets {d >= v} over the distinct d = x - M (float32) from
     three above to three below those the torch backend keeps (`kept` tokens), the normaliser's
-    moves give (`reach`: kept counts) and exact arithmetic keeps (float64 exp of each d, the
-    least set whose mass reaches top_p); runs of cuts with one draw on one line, at most
+    moves give (`reach`: kept counts) and exact arithmetic keeps (`top_p_mask` over float64
+    exp of each d); runs of cuts with one draw on one line, at most
     `most` cuts (evenly spaced beyond that). p = exp(d) / s is monotone in d under any
     rounding of exp, the normaliser s or the cumulative sum, so whatever float32 arithmetic a
     backend has, its top-p keeps one of these sets (whole groups of equal d: a rounding can
     merge them, never split them): a token found here is a rounding tie of the cut, one not
     found is not (unless the cut lies farther off)."""
-    ds = d[alive].sort(descending=True).values
-    cum = torch.exp(ds.double()).cumsum(0)
-    at = int((cum < top_p * cum[-1]).sum().clamp(max=len(ds) - 1))
-    vals, sizes = torch.unique_consecutive(ds, return_counts=True)
+    w64 = torch.where(alive, torch.exp(d.double()), 0.0)
+    exact = int(top_p_mask((w64 / w64.sum())[None], alive[None], top_p).sum())
+    vals, sizes = torch.unique_consecutive(d[alive].sort(descending=True).values,
+                                           return_counts=True)
     counts = sizes.cumsum(0).tolist()  # (the kept count of the cut at each distinct d)
-    exact = counts[int((vals > ds[at]).sum())]  # (the cut takes its whole group of equal d)
     ends = [counts.index(c) for c in {kept, exact, *reach} if c in counts]
     lo, hi = max(min(ends) - 3, 0), min(max(ends) + 4, len(counts))
     picks = list(range(lo, hi))
