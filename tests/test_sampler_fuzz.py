@@ -183,6 +183,28 @@ def test_explain_lists_the_draws_of_the_cuts_about_the_crossing() -> None:
     assert "exact arithmetic keeps 38, the torch backend 58" in small.stdout, small.stdout
 
 
+@pytest.mark.gpu
+def test_explain_on_cuda_keeps_the_backends_set() -> None:
+    """GPU fuzz run 255's case 442016 row 35 (sample V = 131073, B = 42, top_p 0.999): on
+    CUDA the torch backend, over its batch, keeps 124610 tokens (`--stages`); `--explain`
+    took top-p over the row alone, whose cumulative sum CUDA runs as one device-wide scan
+    (a batch's as a scan per row), and printed 124609. It now takes it over the batch."""
+    args = ["--case", "442016", "--rows", "64", "--vocabs", "131073", "151936", "200003",
+            "262144", "--device", "cuda"]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    run = [sys.executable, str(ROOT / "tests" / "fuzz_sampler.py"), *args]
+    stages = subprocess.run([*run, "--stages", "35", "0"], cwd=ROOT, env=env,
+                            capture_output=True, text=True, timeout=300)
+    assert stages.returncode == 0, stages.stderr[-3000:]
+    cuda = [ln for ln in stages.stdout.splitlines() if ln.strip().startswith("cuda: top-p")]
+    assert len(cuda) == 1, stages.stdout
+    kept = cuda[0].rsplit("kept ", 1)[1]
+    explain = subprocess.run([*run, "--explain", "35", "0"], cwd=ROOT, env=env,
+                             capture_output=True, text=True, timeout=300)
+    assert explain.returncode == 0, explain.stderr[-3000:]
+    assert f"\nkept {kept}: threshold p" in explain.stdout, (kept, explain.stdout)
+
+
 def test_cpu_verdict_looks_at_the_differing_entries() -> None:
     """The GPU fuzz's note on a differing case (run 247's case 349039: torch on the CPU drew
     triton's token in the differing row but departed from both in another, and the old
