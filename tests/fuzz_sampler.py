@@ -272,11 +272,11 @@ def explain(seed: int, device: str, vocabs, max_rows: int, ulp_groups: bool, row
     # cumulative sum is one device-wide scan, a batch's a scan per row with a block shape
     # set by the row count (ATen's ScanUtils.cuh), so the row alone rounds otherwise; on the
     # CPU a row sums alike alone or in its batch, and goes alone (129 sorts of the batch cost)
-    w2, s2 = _weights(x_all, alive_all)  # (batch-wide sums)
+    wb, sb = _weights(x_all, alive_all)  # (batch-wide sums)
     lo, hi = (0, len(x_all)) if x_all.is_cuda else (n, n + 1)
-    w2, s2, alive2, top_p2 = (t[lo:hi] for t in (w2, s2, alive_all, rows.top_p))
+    wb, sb, alive_b, top_p_b = (t[lo:hi] for t in (wb, sb, alive_all, rows.top_p))
     j = n - lo  # (the row's index among those)
-    w, s0, top_ps = w2[j:j + 1], s2[j, 0], rows.top_p[n:n + 1]
+    w, s0, top_ps = wb[j:j + 1], sb[j, 0], rows.top_p[n:n + 1]
 
     def filtered(keep: torch.Tensor) -> torch.Tensor:
         """The row's kept weights [V] after min-p (a ratio to the max: s leaves it)."""
@@ -288,15 +288,16 @@ def explain(seed: int, device: str, vocabs, max_rows: int, ulp_groups: bool, row
     def moved(k: int) -> tuple[int, torch.Tensor]:
         """(kept count, kept weights) with the normaliser s moved by k float32 ulps (s > 0:
         its bits + k are the value k ulps further from zero)."""
-        s = s2.clone()
+        s = sb.clone()
         s[j] = (s0.view(torch.int32) + k).view(torch.float32)
-        keep = top_p_mask(w2 / s, alive2, top_p2)[j:j + 1]
+        keep = top_p_mask(wb / s, alive_b, top_p_b)[j:j + 1]
         return int(keep.sum()), filtered(keep)
 
     counts = [moved(k)[0] for k in range(-4, 5)]
-    p = (w2 / s2)[j]
-    sp = p.sort(descending=True).values
-    c = int((sp.cumsum(0) < top_p).sum().clamp(max=int(alive.sum()) - 1))  # (the crossing)
+    p = (wb / sb)[j]
+    sp = (wb / sb).sort(dim=1, descending=True).values  # (the crossing's cumsum as top-p's)
+    sp, cum = sp[j], sp.cumsum(1)[j]
+    c = int((cum < top_p).sum().clamp(max=int(alive.sum()) - 1))  # (the crossing)
     thr, tied = float(sp[c]), int((p == sp[c]).sum())
     margin = float(sp[: c + 1].double().sum()) - top_p
     print(f"kept {counts[4]}: threshold p {thr:.9g} shared by {tied} tokens; mass through "
