@@ -276,7 +276,7 @@ def explain(seed: int, device: str, vocabs, max_rows: int, ulp_groups: bool, row
     lo, hi = (0, len(x_all)) if x_all.is_cuda else (n, n + 1)
     wb, sb, alive_b, top_p_b = (t[lo:hi] for t in (wb, sb, alive_all, rows.top_p))
     j = n - lo  # (the row's index among those)
-    w, s0, top_ps = wb[j:j + 1], sb[j, 0], rows.top_p[n:n + 1]
+    w, s0, top_ps = wb[j:j + 1], sb[j, 0], top_p_b[j:j + 1]
 
     def filtered(keep: torch.Tensor) -> torch.Tensor:
         """The row's kept weights [V] after min-p (a ratio to the max: s leaves it)."""
@@ -294,9 +294,9 @@ def explain(seed: int, device: str, vocabs, max_rows: int, ulp_groups: bool, row
         return int(keep.sum()), filtered(keep)
 
     counts = [moved(k)[0] for k in range(-4, 5)]
-    p = (wb / sb)[j]
-    sp = (wb / sb).sort(dim=1, descending=True).values  # (the crossing's cumsum as top-p's)
-    sp, cum = sp[j], sp.cumsum(1)[j]
+    pb = wb / sb
+    sp = pb.sort(dim=1, descending=True).values  # (the crossing's cumsum as top-p's)
+    p, sp, cum = pb[j], sp[j], sp.cumsum(1)[j]
     c = int((cum < top_p).sum().clamp(max=int(alive.sum()) - 1))  # (the crossing)
     thr, tied = float(sp[c]), int((p == sp[c]).sum())
     margin = float(sp[: c + 1].double().sum()) - top_p

@@ -17,10 +17,12 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _fuzz(*args: str, timeout: int, **env: str) -> subprocess.CompletedProcess:
-    """The fuzz script under the interpreter with these arguments and extra environment."""
-    env = {**os.environ, "TRITON_INTERPRET": "1", "CUDA_VISIBLE_DEVICES": "",
-           "PYTHONPATH": str(ROOT), **env}
+def _fuzz(*args: str, timeout: int, interpret: bool = True,
+          **env: str) -> subprocess.CompletedProcess:
+    """The fuzz script with these arguments and extra environment: under the interpreter with
+    no GPU in sight, or (`interpret=False`) on the GPU machine as it is."""
+    cpu = {"TRITON_INTERPRET": "1", "CUDA_VISIBLE_DEVICES": ""} if interpret else {}
+    env = {**os.environ, **cpu, "PYTHONPATH": str(ROOT), **env}
     return subprocess.run([sys.executable, str(ROOT / "tests" / "fuzz_sampler.py"), *args],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
 
@@ -191,16 +193,12 @@ def test_explain_on_cuda_keeps_the_backends_set() -> None:
     (a batch's as a scan per row), and printed 124609. It now takes it over the batch."""
     args = ["--case", "442016", "--rows", "64", "--vocabs", "131073", "151936", "200003",
             "262144", "--device", "cuda"]
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    run = [sys.executable, str(ROOT / "tests" / "fuzz_sampler.py"), *args]
-    stages = subprocess.run([*run, "--stages", "35", "0"], cwd=ROOT, env=env,
-                            capture_output=True, text=True, timeout=300)
+    stages = _fuzz(*args, "--stages", "35", "0", timeout=300, interpret=False)
     assert stages.returncode == 0, stages.stderr[-3000:]
     cuda = [ln for ln in stages.stdout.splitlines() if ln.strip().startswith("cuda: top-p")]
     assert len(cuda) == 1, stages.stdout
     kept = cuda[0].rsplit("kept ", 1)[1]
-    explain = subprocess.run([*run, "--explain", "35", "0"], cwd=ROOT, env=env,
-                             capture_output=True, text=True, timeout=300)
+    explain = _fuzz(*args, "--explain", "35", "0", timeout=300, interpret=False)
     assert explain.returncode == 0, explain.stderr[-3000:]
     assert f"\nkept {kept}: threshold p" in explain.stdout, (kept, explain.stdout)
 
