@@ -295,8 +295,8 @@ def explain(seed: int, device: str, vocabs, max_rows: int, ulp_groups: bool, row
 
     counts = [moved(k)[0] for k in range(-4, 5)]
     pb = wb / sb
-    sp = pb.sort(dim=1, descending=True).values  # (the crossing's cumsum as top-p's)
-    p, sp, cum = pb[j], sp[j], sp.cumsum(1)[j]
+    spb = pb.sort(dim=1, descending=True).values  # (the crossing's cumsum as top-p's)
+    p, sp, cum = pb[j], spb[j], spb.cumsum(1)[j]
     c = int((cum < top_p).sum().clamp(max=int(alive.sum()) - 1))  # (the crossing)
     thr, tied = float(sp[c]), int((p == sp[c]).sum())
     margin = float(sp[: c + 1].double().sum()) - top_p
